@@ -1,0 +1,151 @@
+"""The one-layer attention model with a ``<cls>`` query and a linear head.
+
+    f(X) = sum_i softmax_i(p . E_{x_i}) (E_{x_i} . v)
+
+Two implementations that agree to rounding error:
+
+- :func:`dense_attention_output` -- the textbook computation: pad the sequences, look up one
+  embedding per position, mask, softmax over positions. It is the reference for the tests.
+- :func:`count_attention_output` -- the count engine. Because ``f`` depends on a sequence only
+  through its token counts (:class:`attnbook.counts.TokenCounts`), it computes the two scores
+  ``E @ [p, v]`` once per *vocabulary* entry and then works on the ``nnz`` stored counts. Its
+  gradient with respect to ``E`` has rank two, ``G_p p^T + G_v v^T``.
+
+:func:`attention_output` is the public entry point; it validates its inputs and uses the count
+engine. Softmaxes are shifted by the per-sequence maximum score, so ``||p|| = 1e4`` gives finite
+values and gradients.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .counts import TokenCounts, as_token_counts, validate_sequences
+
+__all__ = [
+    "attention_output",
+    "attention_weights",
+    "token_attention",
+    "count_attention_output",
+    "dense_attention_output",
+    "check_parameters",
+]
+
+_FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def check_parameters(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless ``E`` is (V, d) and ``p``, ``v`` are (d,) float tensors
+    of one dtype (float32 or float64) on one device."""
+    for name, t in (("E", E), ("p", p), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch tensor, got {type(t).__name__}")
+        if t.dtype not in _FLOAT_DTYPES:
+            raise ValueError(f"{name} has dtype {t.dtype}; use torch.float32 or torch.float64")
+    if E.ndim != 2 or E.shape[0] == 0 or E.shape[1] == 0:
+        raise ValueError(f"E must have shape (V, d) with V, d > 0, got {tuple(E.shape)}")
+    d = E.shape[1]
+    for name, t in (("p", p), ("v", v)):
+        if t.shape != (d,):
+            raise ValueError(f"{name} must have shape ({d},) to match E, got {tuple(t.shape)}")
+    if not (E.dtype == p.dtype == v.dtype):
+        raise ValueError(f"E, p, v must share one dtype, got {E.dtype}, {p.dtype}, {v.dtype}")
+    if not (E.device == p.device == v.device):
+        raise ValueError(f"E, p, v must be on one device, got {E.device}, {p.device}, {v.device}")
+
+
+def _segment_max(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
+    """Per-row maximum of ``values`` (no gradient: it is only a shift for the softmax)."""
+    with torch.no_grad():
+        out = torch.full((n,), -torch.inf, dtype=values.dtype, device=values.device)
+        return out.scatter_reduce_(0, rows, values.detach(), reduce="amax", include_self=True)
+
+
+def _count_softmax_terms(
+    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: TokenCounts
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Shared core of the count engine.
+
+    Returns ``(w, b_tok, den, rows)``: the unnormalised attention mass ``n_s exp(a_s - max)`` of
+    every stored entry, its value score ``E_s . v``, the per-row normaliser and the row ids.
+    """
+    scores = E @ torch.stack((p, v), dim=1)  # (V, 2): one fused pass over E
+    a_tok = scores[:, 0][counts.token_ids]
+    b_tok = scores[:, 1][counts.token_ids]
+    rows = counts.row_ids
+    n = counts.n_sequences
+    shift = _segment_max(a_tok, rows, n)
+    w = counts.counts.to(E.dtype) * torch.exp(a_tok - shift[rows])
+    den = torch.zeros(n, dtype=E.dtype, device=E.device).index_add(0, rows, w)
+    return w, b_tok, den, rows
+
+
+def count_attention_output(
+    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: TokenCounts
+) -> torch.Tensor:
+    """``f(X_i)`` for every row of ``counts`` by the count engine (no input validation)."""
+    w, b_tok, den, rows = _count_softmax_terms(E, p, v, counts)
+    num = torch.zeros_like(den).index_add(0, rows, w * b_tok)
+    return num / den
+
+
+def dense_attention_output(
+    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, sequences: object
+) -> torch.Tensor:
+    """``f(X_i)`` by padding, per-position embedding lookup and a masked softmax (reference)."""
+    check_parameters(E, p, v)
+    arrays = validate_sequences(sequences, E.shape[0])
+    lengths = torch.tensor([a.size for a in arrays], device=E.device)
+    T = int(lengths.max())
+    ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=E.device)
+    for i, a in enumerate(arrays):
+        ids[i, : a.size] = torch.from_numpy(a).to(E.device)
+    mask = torch.arange(T, device=E.device)[None, :] < lengths[:, None]
+    emb = E[ids]  # (n, T, d)
+    logits = (emb @ p).masked_fill(~mask, -torch.inf)
+    attn = torch.softmax(logits, dim=1)
+    return (attn * (emb @ v)).sum(dim=1)
+
+
+def attention_output(
+    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, sequences: object
+) -> torch.Tensor:
+    """The model output ``f(X_i)`` for every sequence, as a 1-D tensor.
+
+    Parameters
+    ----------
+    E:
+        ``(V, d)`` token embeddings, float32 or float64, on any device.
+    p, v:
+        ``(d,)`` the ``<cls>`` embedding and the linear head, same dtype and device as ``E``.
+    sequences:
+        a list of 1-D integer arrays or tensors of token ids in ``[0, V)`` (none empty), or a
+        :class:`~attnbook.counts.TokenCounts` built for ``V`` tokens.
+
+    Differentiable in ``E``, ``p`` and ``v``. Raises ``ValueError`` on malformed input.
+    """
+    check_parameters(E, p, v)
+    counts = as_token_counts(sequences, E.shape[0]).to(E.device)
+    return count_attention_output(E, p, v, counts)
+
+
+def attention_weights(
+    E: torch.Tensor, p: torch.Tensor, sequence: object
+) -> torch.Tensor:
+    """Softmax weight of every *position* of one sequence (sums to one)."""
+    check_parameters(E, p, p)
+    (arr,) = validate_sequences([sequence], E.shape[0])
+    ids = torch.from_numpy(arr).to(E.device)
+    return torch.softmax(E[ids] @ p, dim=0)
+
+
+def token_attention(E: torch.Tensor, p: torch.Tensor, counts: TokenCounts) -> torch.Tensor:
+    """Attention mass on every stored (sequence, distinct token) entry of ``counts``.
+
+    Entry ``k`` of the result is ``n_s(X_i) exp(p.E_s) / sum_t n_t(X_i) exp(p.E_t)`` for the
+    row ``i`` and token ``s`` stored at position ``k``; each row sums to one.
+    """
+    check_parameters(E, p, p)
+    counts = as_token_counts(counts, E.shape[0]).to(E.device)
+    w, _, den, rows = _count_softmax_terms(E, p, torch.zeros_like(p), counts)
+    return w / den[rows]

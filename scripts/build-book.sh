@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Build the HTML book (executing every chapter) into _build/html, strictly.
+# Sets up .venv on first use. Extra arguments go to `jupyter-book build`.
+set -euo pipefail
+. "$(dirname "$0")/env.sh"
+rm -rf _build/html _build/jupyter_execute
+jupyter-book build . -W -n --keep-going "$@"
+python scripts/check_html.py

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Run every test: attnbook's unit tests, every chapter through nbval, and the strict book build.
+# Sets up .venv on first use. The unit tests and nbval run in one pytest process while the book
+# builds beside it (two cores, one thread each).
+set -euo pipefail
+. "$(dirname "$0")/env.sh"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
+mkdir -p _build
+start=$(date +%s)
+bash scripts/build-book.sh > _build/book.log 2>&1 &
+book_pid=$!
+set +e
+python -m pytest tests chapters --nbval-lax --nbval-current-env -p no:cacheprovider -q \
+  --durations=15
+tests_rc=$?
+wait "$book_pid"
+book_rc=$?
+set -e
+tail -n 25 _build/book.log
+if [ "$book_rc" -ne 0 ]; then
+  echo "[attnbook] BOOK BUILD FAILED (exit $book_rc); full log in _build/book.log, reports in _build/html/reports"
+  grep -E "WARNING|ERROR|Error" _build/book.log | head -40 || true
+fi
+echo "[attnbook] tests exit $tests_rc, book exit $book_rc, $(( $(date +%s) - start )) s"
+[ "$tests_rc" -eq 0 ] && [ "$book_rc" -eq 0 ]

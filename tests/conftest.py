@@ -1,0 +1,21 @@
+"""Shared fixtures: small random problems in float64."""
+
+import numpy as np
+import pytest
+import torch
+
+
+def random_problem(seed: int = 0, V: int = 30, d: int = 8, n: int = 12, max_len: int = 9,
+                   dtype: torch.dtype = torch.float64):
+    gen = np.random.default_rng(seed)
+    E = torch.from_numpy(gen.normal(size=(V, d))).to(dtype)
+    p = torch.from_numpy(gen.normal(size=d)).to(dtype)
+    v = torch.from_numpy(gen.normal(size=d)).to(dtype)
+    seqs = [gen.integers(0, V, size=gen.integers(1, max_len + 1)) for _ in range(n)]
+    y = np.where(gen.random(n) < 0.5, -1, 1)
+    return E, p, v, seqs, y
+
+
+@pytest.fixture
+def problem():
+    return random_problem()
