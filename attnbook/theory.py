@@ -1,31 +1,15 @@
-"""Closed-form quantities of the theory.
+"""The theory's closed forms, gathered in one namespace.
 
-Later chapters add to this module: the one-step prediction, the max-margin direction, ...
+- :mod:`attnbook.frequency`  -- the average signed frequency ``alpha``;
+- :mod:`attnbook.one_step`   -- the one-gradient-step update and its closed-form prediction;
+- :mod:`attnbook.max_margin` -- the max-margin token-selection direction.
 """
 
-from __future__ import annotations
+from .frequency import *  # noqa: F401,F403
+from .frequency import __all__ as _frequency_all
+from .max_margin import *  # noqa: F401,F403
+from .max_margin import __all__ as _max_margin_all
+from .one_step import *  # noqa: F401,F403
+from .one_step import __all__ as _one_step_all
 
-import torch
-
-from .counts import TokenCounts, as_token_counts
-from .losses import as_signed_labels
-
-__all__ = ["average_signed_frequency"]
-
-
-def average_signed_frequency(
-    sequences: object, labels: object, vocab_size: int
-) -> torch.Tensor:
-    """The average signed frequency of every token, a ``(V,)`` float64 tensor:
-
-        alpha_s = (1/n) sum_i y_i n_s(X_i) / T_i
-
-    ``sequences`` is a list of token-id sequences or a :class:`TokenCounts`; ``labels`` are +-1.
-    """
-    counts: TokenCounts = as_token_counts(sequences, vocab_size).to("cpu")
-    y = as_signed_labels(labels, counts.n_sequences)
-    rows = counts.row_ids
-    lengths = counts.lengths.to(torch.float64)
-    weight = y[rows] * counts.counts.to(torch.float64) / lengths[rows]
-    alpha = torch.zeros(vocab_size, dtype=torch.float64).index_add_(0, counts.token_ids, weight)
-    return alpha / counts.n_sequences
+__all__ = [*_frequency_all, *_one_step_all, *_max_margin_all]
