@@ -10,7 +10,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["glue", "check", "Check", "CHECKS"]
+__all__ = ["start_chapter", "glue", "check", "Check", "CHECKS"]
+
+
+_CHAPTER: dict[str, str | None] = {"name": None}
+
+
+def start_chapter(name: str) -> None:
+    """Declare which chapter the following glued numbers and checks belong to.
+
+    Every chapter calls this once, in its first visible code cell, with its notebook's stem
+    (for example ``"01_setup"``).
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("chapter name must be a non-empty string")
+    _CHAPTER["name"] = name
+    CHECKS.clear()
 
 
 def glue(name: str, value: object) -> None:
@@ -28,6 +43,7 @@ def glue(name: str, value: object) -> None:
 class Check:
     """One verified statement: the statistic, its threshold and the outcome."""
 
+    chapter: str | None
     name: str
     value: float
     threshold: float
@@ -60,7 +76,7 @@ def check(
     if not math.isfinite(value):
         raise ValueError(f"check {name!r}: measured value is not finite ({value})")
     passed = bool(_RELATIONS[relation](value, float(threshold)))
-    CHECKS.append(Check(name, value, float(threshold), relation, passed, claim))
+    CHECKS.append(Check(_CHAPTER["name"], name, value, float(threshold), relation, passed, claim))
     glue(name, value)
     assert passed, f"check {name!r} failed: measured {value:.6g}, required {relation} {threshold:.6g}"
     return value
