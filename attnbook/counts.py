@@ -8,7 +8,7 @@ occurs. Every engine and statistic in attnbook works on this one structure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -87,6 +87,7 @@ class TokenCounts:
     token_ids: torch.Tensor
     counts: torch.Tensor
     vocab_size: int
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("indptr", "token_ids", "counts"):
@@ -145,25 +146,74 @@ class TokenCounts:
     def nnz(self) -> int:
         return self.token_ids.numel()
 
+    def _cached(self, key: object, make) -> torch.Tensor:
+        """Derived index tensors are computed once per object (the object is immutable)."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
     @property
     def row_ids(self) -> torch.Tensor:
-        """``(nnz,)`` the sequence index of every stored entry."""
-        return torch.repeat_interleave(
-            torch.arange(self.n_sequences, device=self.indptr.device), self.indptr.diff()
+        """``(nnz,)`` the sequence index of every stored entry (computed once, then cached)."""
+        return self._cached(
+            "row_ids",
+            lambda: torch.repeat_interleave(
+                torch.arange(self.n_sequences, device=self.indptr.device), self.indptr.diff()
+            ),
         )
 
     @property
     def lengths(self) -> torch.Tensor:
         """``(n,)`` int64 sequence lengths ``T_i`` (token occurrences, repeats included)."""
-        out = torch.zeros(self.n_sequences, dtype=torch.int64, device=self.counts.device)
-        return out.index_add_(0, self.row_ids, self.counts)
+
+        def make() -> torch.Tensor:
+            out = torch.zeros(self.n_sequences, dtype=torch.int64, device=self.counts.device)
+            return out.index_add_(0, self.row_ids, self.counts)
+
+        return self._cached("lengths", make)
+
+    def float_counts(self, dtype: torch.dtype) -> torch.Tensor:
+        """``(nnz,)`` the counts as floats of ``dtype`` (cached per dtype)."""
+        return self._cached(("counts", dtype), lambda: self.counts.to(dtype))
+
+    def sparse_matrices(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``(n, V)`` count matrix and its ``(V, n)`` transpose as sparse CSR tensors.
+
+        Values have ``dtype``; both are built once per dtype and cached. The count engine
+        multiplies them with ``(V, k)`` and ``(n, k)`` dense blocks (one pass over the counts).
+        """
+
+        def make() -> tuple[torch.Tensor, torch.Tensor]:
+            import warnings
+
+            values = self.float_counts(dtype)
+            n, V = self.n_sequences, self.vocab_size
+            order = torch.argsort(self.token_ids, stable=True)  # rows stay sorted per token
+            col_ptr = torch.zeros(V + 1, dtype=torch.int64, device=self.device)
+            torch.cumsum(torch.bincount(self.token_ids, minlength=V), 0, out=col_ptr[1:])
+            with warnings.catch_warnings():  # "sparse CSR support is in beta state"
+                warnings.simplefilter("ignore", UserWarning)
+                A = torch.sparse_csr_tensor(
+                    self.indptr, self.token_ids, values, size=(n, V), check_invariants=False
+                )
+                At = torch.sparse_csr_tensor(
+                    col_ptr, self.row_ids[order], values[order], size=(V, n),
+                    check_invariants=False,
+                )
+            return A, At
+
+        return self._cached(("csr", dtype), make)
 
     @property
     def device(self) -> torch.device:
         return self.token_ids.device
 
     def to(self, device: torch.device | str) -> "TokenCounts":
-        """The same counts on another device."""
+        """The same counts on another device (``self`` when already there, keeping its caches)."""
+        if torch.device(device) == self.device or (
+            torch.device(device).type == self.device.type and torch.device(device).index is None
+        ):
+            return self
         return TokenCounts(
             self.indptr.to(device),
             self.token_ids.to(device),

@@ -80,10 +80,76 @@ def _count_softmax_terms(
     return w, b_tok, den, rows
 
 
+class _RowShiftNeeded(Exception):
+    """The global-shift fast path would lose precision on some row (huge ``||p||``)."""
+
+
+class _CountAttention(torch.autograd.Function):
+    """``f`` for every row of a count matrix, with a hand-written backward.
+
+    Forward, with ``a = E p``, ``b = E v`` (one fused pass ``E @ [p, v]``) and the shift
+    ``M = max_s a_s`` taken over the *vocabulary*: ``u = exp(a - M)``, then one sparse product
+    ``A @ [u, u * b]`` with the ``(n, V)`` count matrix ``A`` gives the normaliser ``den`` and the
+    numerator ``num`` of every row, and ``f = num / den``. Softmax is shift invariant, so this is
+    exact; it is *accurate* as long as no row's mass underflows, which is checked (``den_i >=
+    T_i * sqrt(tiny)`` implies ``max_{s in X_i} a_s - M >= log(sqrt(tiny))``, so any term that
+    underflows is below ``sqrt(tiny)`` relative to the row's largest term). When a row fails the
+    check the caller falls back to the per-row shift.
+
+    Backward: with ``r = g / den``, one product ``A^T @ [-r f, r]`` gives ``(gden, gnum)`` per
+    token; ``G_b = u * gnum``, ``G_a = u * (gden + b * gnum)``; ``dE = G_a p^T + G_b v^T`` (rank
+    two, written directly), ``dp = E^T G_a``, ``dv = E^T G_b``.
+    """
+
+    @staticmethod
+    def forward(ctx, E, p, v, A, At, lengths):  # type: ignore[override]
+        scores = E @ torch.stack((p, v)).t()  # (V, 2)
+        a, b = scores[:, 0], scores[:, 1]
+        u = torch.exp(a - a.max())
+        nd = A @ torch.stack((u, u * b), dim=1)  # (n, 2)
+        den, num = nd[:, 0], nd[:, 1]
+        tiny = torch.finfo(E.dtype).tiny
+        if not bool((den >= lengths * tiny**0.5).all()):
+            raise _RowShiftNeeded
+        f = num / den
+        ctx.save_for_backward(E, p, v, u, b, den, f)
+        ctx.At = At
+        return f
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[override]
+        E, p, v, u, b, den, f = ctx.saved_tensors
+        r = g / den
+        z = ctx.At @ torch.stack((-r * f, r), dim=1)  # (V, 2)
+        G = torch.empty_like(z)
+        torch.mul(u, z[:, 1], out=G[:, 1])  # G_b
+        torch.addcmul(z[:, 0], b, z[:, 1], out=G[:, 0]).mul_(u)  # G_a
+        dE = dp = dv = None
+        if ctx.needs_input_grad[0]:
+            dE = torch.empty_like(E)
+            torch.mul(G[:, 0:1], p, out=dE)
+            dE.addcmul_(G[:, 1:2], v)
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+            dpv = G.t() @ E  # (2, d)
+            dp, dv = dpv[0], dpv[1]
+        return dE, dp, dv, None, None, None
+
+
 def count_attention_output(
     E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: TokenCounts
 ) -> torch.Tensor:
-    """``f(X_i)`` for every row of ``counts`` by the count engine (no input validation)."""
+    """``f(X_i)`` for every row of ``counts`` by the count engine (no input validation).
+
+    Uses two sparse products per forward-backward pass (:class:`_CountAttention`); falls back
+    to the per-row max shift of :func:`_count_softmax_terms` when a row's attention mass would
+    underflow under the vocabulary-wide shift (very large ``||p||``).
+    """
+    A, At = counts.sparse_matrices(E.dtype)
+    lengths = counts._cached(("lengths", E.dtype), lambda: counts.lengths.to(E.dtype))
+    try:
+        return _CountAttention.apply(E, p, v, A, At, lengths)
+    except _RowShiftNeeded:
+        pass
     w, b_tok, den, rows = _count_softmax_terms(E, p, v, counts)
     num = torch.zeros_like(den).index_add(0, rows, w * b_tok)
     return num / den
