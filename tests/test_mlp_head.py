@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+import torch
+
+from attnbook.counts import TokenCounts
+from attnbook.losses import logistic_loss
+from attnbook.mlp_head import (
+    dense_mlp_attention_output,
+    init_mlp_head,
+    mlp_attention_output,
+    pooled_embedding,
+    token_value_scores,
+)
+from attnbook.model import attention_output
+from conftest import random_problem
+
+
+def _params(seed, V=30, d=8):
+    gen = torch.Generator().manual_seed(seed)
+    ps = init_mlp_head(V, d, scale=2.0, generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        ps["c"].copy_(torch.randn(d, generator=gen, dtype=torch.float64))
+    return ps
+
+
+def _grads(fn, params, seqs, y):
+    ps = {k: t.detach().clone().requires_grad_(True) for k, t in params.items()}
+    logistic_loss(fn(ps, seqs), torch.as_tensor(y, dtype=torch.float64)).backward()
+    return {k: t.grad for k, t in ps.items()}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_count_engine_matches_dense_float64(seed):
+    _, _, _, seqs, y = random_problem(seed)
+    params = _params(seed)
+    assert torch.allclose(mlp_attention_output(params, seqs),
+                          dense_mlp_attention_output(params, seqs), atol=1e-12, rtol=0)
+    g1 = _grads(mlp_attention_output, params, seqs, y)
+    g2 = _grads(dense_mlp_attention_output, params, seqs, y)
+    for k in g1:
+        assert torch.allclose(g1[k], g2[k], atol=1e-12, rtol=0), k
+
+
+def test_pooled_embedding_is_attention_average():
+    E, p, v, seqs, _ = random_problem(2)
+    z = pooled_embedding(E, p, TokenCounts.from_sequences(seqs, E.shape[0]))
+    # z . v is the one-layer model's output
+    assert torch.allclose(z @ v, attention_output(E, p, v, seqs), atol=1e-12)
+
+
+def test_token_value_scores_are_single_token_outputs():
+    params = _params(3)
+    g = token_value_scores(params)
+    f = mlp_attention_output(params, [np.array([s, s]) for s in range(30)])
+    assert torch.allclose(g, f, atol=1e-12)
+
+
+def test_errors():
+    params = _params(0)
+    with pytest.raises(ValueError, match="lack"):
+        mlp_attention_output({"E": params["E"]}, [[1]])
+    with pytest.raises(ValueError, match="A must"):
+        mlp_attention_output(dict(params, A=torch.zeros(2, 2, dtype=torch.float64)), [[1]])
+    with pytest.raises(ValueError, match="outside"):
+        mlp_attention_output(params, [[1, 99]])
+    with pytest.raises(ValueError, match="scale"):
+        init_mlp_head(3, 2, scale=0)
