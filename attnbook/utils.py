@@ -25,6 +25,9 @@ def seed_everything(seed: int) -> np.random.Generator:
     torch.manual_seed(seed)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True, warn_only=True)
+    from .report import note_seed
+
+    note_seed(seed)  # the chapter's record lists its seeds
     return np.random.default_rng(seed)
 
 

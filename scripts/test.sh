@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run every test: attnbook's unit tests, every chapter through nbval, and the strict book build.
 # Sets up .venv on first use. The unit tests and nbval run in one pytest process while the book
-# builds beside it (two cores, one thread each).
+# builds beside it (two cores, one thread each). Both executions of the chapters record their
+# glued numbers and checks (_build/records/nbval, _build/records/book); at the end a test
+# compares the two records value by value.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
@@ -9,7 +11,10 @@ mkdir -p _build
 start=$(date +%s)
 bash scripts/build-book.sh > _build/book.log 2>&1 &
 book_pid=$!
+records="$ROOT/_build/records/nbval"
+rm -rf "$records"
 set +e
+ATTNBOOK_RECORD_DIR="$records" ATTNBOOK_RUN_ID="nbval-$start-$$" \
 python -m pytest tests chapters --nbval-lax --nbval-current-env -p no:cacheprovider -q \
   --durations=15
 tests_rc=$?
@@ -21,5 +26,15 @@ if [ "$book_rc" -ne 0 ]; then
   echo "[attnbook] BOOK BUILD FAILED (exit $book_rc); full log in _build/book.log, reports in _build/html/reports"
   grep -E "WARNING|ERROR|Error" _build/book.log | head -40 || true
 fi
-echo "[attnbook] tests exit $tests_rc, book exit $book_rc, $(( $(date +%s) - start )) s"
-[ "$tests_rc" -eq 0 ] && [ "$book_rc" -eq 0 ]
+same_rc=0
+if [ "$tests_rc" -eq 0 ] && [ "$book_rc" -eq 0 ]; then
+  echo "[attnbook] comparing the numbers of the two executions (nbval and book build)"
+  set +e
+  ATTNBOOK_COMPARE_RECORDS="$records:$ROOT/_build/records/book" \
+    python -m pytest -q -p no:cacheprovider tests/test_reproducible.py -k two_executions
+  same_rc=$?
+  set -e
+fi
+echo "[attnbook] tests exit $tests_rc, book exit $book_rc, same numbers exit $same_rc," \
+  "$(( $(date +%s) - start )) s"
+[ "$tests_rc" -eq 0 ] && [ "$book_rc" -eq 0 ] && [ "$same_rc" -eq 0 ]

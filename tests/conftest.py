@@ -19,3 +19,9 @@ def random_problem(seed: int = 0, V: int = 30, d: int = 8, n: int = 12, max_len:
 @pytest.fixture
 def problem():
     return random_problem()
+
+
+@pytest.fixture(autouse=True)
+def _no_chapter_records(monkeypatch):
+    """Unit tests never write chapter records into a run's record folder."""
+    monkeypatch.delenv("ATTNBOOK_RECORD_DIR", raising=False)

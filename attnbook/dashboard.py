@@ -1,0 +1,156 @@
+"""The claims of the paper and how the book's recorded checks verify them.
+
+:data:`CLAIMS` lists the claims C1-C7 of the paper (C6 and C7 split into their parts) in the
+book's words, with where each comes from and, where the book cannot verify a claim as the
+paper states it, why. :func:`claim_rows` joins them with the checks recorded by a run of the
+chapters (:mod:`attnbook.report`) into the rows of the claims dashboard on the landing page;
+PASS and FAIL are computed from the records, never typed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Claim", "CLAIMS", "ClaimRow", "claim_rows", "other_checks", "required_chapters",
+           "chapter_name_in_notebook"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper as the book states it."""
+
+    id: str
+    statement: str
+    source: str
+    caveat: str = ""  # what the book cannot verify as stated, or what it reconstructed
+    verifiable: bool = True
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("C1", "One gradient step from a small random initialization aligns each embedding "
+          "with the head: E_s·v grows in proportion to the average signed frequency α_s.",
+          "paper, Lemma 4.1"),
+    Claim("C2", "After the step, E_s·p stays at the scale of the random initialization.",
+          "paper, Lemma 4.2 (statement not available)",
+          caveat="Reconstructed: the book proves and checks its own statement, not the paper's."),
+    Claim("C3", "Under Assumption 1, gradient flow on p with E frozen: ‖p‖ → ∞, attention "
+          "selects the important token of every sequence, p/‖p‖ → the max-margin direction.",
+          "paper, Theorem 4.3 with Lemmas 4.4, 4.5",
+          caveat="Assumption 1 is reconstructed from the abstract and the reviews."),
+    Claim("C4", "With several relevant tokens: a converging p selects at least one relevant "
+          "token per sequence; selecting all of them, its limit is their max-margin direction.",
+          "authors' answers to reviewers",
+          caveat="Partially relevant tokens are open in the paper and not checked."),
+    Claim("C5", "Real data (IMDB, Yelp), all parameters trained: the bin average of E_s·v "
+          "increases with P(1|s) − P(0|s); the bin average of E_s·p is U-shaped.",
+          "paper, Section 5 figures",
+          caveat="The paper's synthetic data (its Eq. 15) is not recovered; the book uses its own."),
+    Claim("C6a", "Untrained embeddings (random E fixed, p and v trained) give a worse test "
+          "accuracy and loss than training everything.", "authors' answers to reviewers"),
+    Claim("C6b", "One step on E, then E frozen: the within-bin spread of E_s·v and E_s·p drops "
+          "several-fold compared with training E to convergence.",
+          "authors' answers to reviewers"),
+    Claim("C7a", "Two-layer model: E_s·v and E_s·W_KQ p behave as in the one-layer model.",
+          "authors' answers to reviewers"),
+    Claim("C7b", "An MLP after the softmax: E_s·p keeps growing with importance; the trend of "
+          "E_s·v weakens.", "authors' answers to reviewers"),
+    Claim("C7c", "K classes: one step gives E_s·v_k proportional to a per-class signed "
+          "frequency; E_s·v_k grows with the importance of s for class k.",
+          "authors' answers to reviewers",
+          caveat="The paper's Yelp data has 5 star classes; the book's Yelp copy decides K."),
+    Claim("C7d", "Small embedding dimension: how much of the picture survives at practical d.",
+          "question of the reviewers, not answered with data",
+          caveat="No statement of the paper to verify: the book reports its own measurements."),
+)
+
+_IDS = {c.id.lower(): c for c in CLAIMS}
+
+
+@dataclass
+class ClaimRow:
+    """A claim with the recorded checks that verify it."""
+
+    claim: Claim
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``PASS`` (every check passed), ``FAIL``, or ``NOT CHECKED`` (no check recorded)."""
+        if not self.checks:
+            return "NOT CHECKED"
+        return "PASS" if all(c["passed"] for c in self.checks) else "FAIL"
+
+
+def _claim_ids(tag: str | None) -> list[str]:
+    """The dashboard rows a check's ``claim`` tag belongs to ("C6" means both C6a and C6b)."""
+    if not tag:
+        return []
+    tag = tag.strip().lower()
+    if tag in _IDS:
+        return [_IDS[tag].id]
+    return [c.id for c in CLAIMS if re.fullmatch(re.escape(tag) + r"[a-z]", c.id.lower())]
+
+
+def claim_rows(records: dict[str, dict]) -> list[ClaimRow]:
+    """One row per claim of :data:`CLAIMS`, with the checks of ``records`` tagged with it.
+
+    Checks are ordered by chapter, then in the order they ran.
+    """
+    rows = {c.id: ClaimRow(c) for c in CLAIMS}
+    for chapter in sorted(records):
+        for chk in records[chapter]["checks"]:
+            for cid in _claim_ids(chk.get("claim")):
+                rows[cid].checks.append({**chk, "chapter": chapter})
+    return list(rows.values())
+
+
+def other_checks(records: dict[str, dict]) -> dict[str, list[dict[str, Any]]]:
+    """Recorded checks that belong to no claim row, grouped by their tag ("setup", "limits")."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for chapter in sorted(records):
+        for chk in records[chapter]["checks"]:
+            if not _claim_ids(chk.get("claim")):
+                groups.setdefault(chk.get("claim") or "untagged", []).append(
+                    {**chk, "chapter": chapter})
+    return groups
+
+
+_START = re.compile(r"start_chapter\(\s*[\"']([^\"']+)[\"']\s*\)")
+
+
+def chapter_name_in_notebook(notebook: dict) -> str | None:
+    """The name a notebook passes to ``start_chapter`` (``None`` when it does not call it).
+
+    Raises ``ValueError`` when it calls it more than once.
+    """
+    names = []
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        names += _START.findall(source)
+    if len(names) > 1:
+        raise ValueError(f"start_chapter is called {len(names)} times ({names}); call it once")
+    return names[0] if names else None
+
+
+def required_chapters(notebooks: dict[str, dict]) -> dict[str, str]:
+    """``{chapter name: docname}`` for every notebook (by docname) that calls start_chapter.
+
+    Raises ``ValueError`` when a notebook's chapter name is not its file's stem (its record
+    would be filed under another chapter's name).
+    """
+    required = {}
+    for docname, nb in sorted(notebooks.items()):
+        name = chapter_name_in_notebook(nb)
+        if name is None:
+            continue
+        stem = docname.rsplit("/", 1)[-1]
+        if name != stem:
+            raise ValueError(
+                f"{docname}: start_chapter({name!r}) must name the notebook's stem {stem!r}")
+        required[name] = docname
+    return required

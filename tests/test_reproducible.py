@@ -1,0 +1,213 @@
+"""Reproducibility: records of a run, identical numbers on re-execution, the claims dashboard.
+
+``test_two_executions_identical_numbers`` compares the records of the two executions of every
+chapter that ``scripts/test.sh`` makes (nbval and the book build); it runs when
+``ATTNBOOK_COMPARE_RECORDS=<folder a>:<folder b>`` is set and is skipped otherwise.
+``test_setup_chapter_twice_identical`` re-executes the setup chapter twice on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from attnbook import report
+from attnbook.dashboard import CLAIMS, chapter_name_in_notebook, claim_rows, other_checks, \
+    required_chapters
+from attnbook.report import RECORD_DIR_ENV, compare_records, load_records
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- two executions
+def test_two_executions_identical_numbers():
+    spec = os.environ.get("ATTNBOOK_COMPARE_RECORDS")
+    if not spec:
+        pytest.skip("set ATTNBOOK_COMPARE_RECORDS=<records a>:<records b> (scripts/test.sh does)")
+    a_dir, b_dir = spec.split(":")
+    a, b = load_records(a_dir), load_records(b_dir)
+    assert a, f"no records in {a_dir}"
+    assert set(a) == set(b), f"chapters recorded: {sorted(a)} vs {sorted(b)}"
+    problems = compare_records(a, b)
+    assert not problems, "the two executions differ:\n" + "\n".join(problems)
+    n_values = sum(len(r["glued"]) for r in a.values())
+    print(f"{len(a)} chapters, {n_values} glued values identical in both executions")
+
+
+def _execute(notebook: Path, record_dir: Path, monkeypatch) -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv(RECORD_DIR_ENV, str(record_dir))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(notebook, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    return load_records(record_dir)
+
+
+def test_setup_chapter_twice_identical(tmp_path, monkeypatch):
+    notebook = ROOT / "chapters" / "01_setup.ipynb"
+    first = _execute(notebook, tmp_path / "a", monkeypatch)
+    second = _execute(notebook, tmp_path / "b", monkeypatch)
+    assert set(first) == {"01_setup"}
+    rec = first["01_setup"]
+    assert rec["checks"] and rec["glued"] and rec["seeds"], "the chapter recorded nothing"
+    assert rec["cell_errors"] == 0 and rec["cells"] > 0 and rec["elapsed_s"] > 0
+    assert compare_records(first, second) == []
+
+
+# --------------------------------------------------------------------------- records
+def test_records_written_only_when_asked(tmp_path, monkeypatch):
+    report.start_chapter("ch_unset")
+    report.glue("x", 1.5)
+    assert not list(tmp_path.iterdir())
+
+    monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
+    report.start_chapter("ch")
+    report.note_seed(7)
+    report.glue("arr", np.arange(3))
+    report.glue("t", torch.tensor(2.5))
+    report.glue("label", "text")
+    report.check("stat", 0.25, 0.5, "<=", claim="C1", result="thm-x")
+    rec = json.loads((tmp_path / "ch.json").read_text())
+    assert rec["glued"] == {"arr": [0, 1, 2], "t": 2.5, "label": "text", "stat": 0.25}
+    assert rec["seeds"] == [7]
+    assert rec["checks"] == [{"chapter": "ch", "name": "stat", "value": 0.25, "threshold": 0.5,
+                              "relation": "<=", "passed": True, "claim": "C1",
+                              "result": "thm-x"}]
+    assert rec["environment"]["versions"]["torch"] == torch.__version__
+    with pytest.raises(AssertionError, match="failed"):
+        report.check("bad", 2.0, 1.0, "<=", claim="C1")
+    rec = load_records(tmp_path)["ch"]
+    assert [c["passed"] for c in rec["checks"]] == [True, False]  # a failure is recorded too
+    report.start_chapter("ch")  # a new run of the chapter starts a fresh record
+    assert load_records(tmp_path)["ch"]["checks"] == []
+
+
+def test_glued_objects_have_no_addresses(tmp_path, monkeypatch):
+    monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
+    report.start_chapter("ch")
+    report.glue("obj", object())
+    assert "0x" not in load_records(tmp_path)["ch"]["glued"]["obj"]
+
+
+def test_load_records_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match=RECORD_DIR_ENV):
+        load_records(tmp_path / "missing")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_records(tmp_path)
+    (tmp_path / "bad.json").write_text("[]")
+    with pytest.raises(ValueError, match="not an attnbook record"):
+        load_records(tmp_path)
+
+
+def _record(glued, checks=()):
+    return {"schema": 1, "glued": glued,
+            "checks": [{"name": n, "value": v, "passed": p, "claim": c, "relation": ">=",
+                        "threshold": 0.0, "result": None} for n, v, p, c in checks]}
+
+
+def test_compare_records_finds_every_difference():
+    a = {"x": _record({"u": 1.0, "w": 2}, [("c", 1.0, True, "C1")])}
+    assert compare_records(a, json.loads(json.dumps(a))) == []
+    b = {"x": _record({"u": 1.0 + 1e-16 * 2, "z": 2}, [("c", 1.0, True, "C1")]),
+         "y": _record({})}
+    problems = compare_records(a, b)
+    assert any("'u' differs" in p for p in problems)
+    assert any("'w' glued in only one run" in p for p in problems)
+    assert any("y: recorded in only one" in p for p in problems)
+    c = {"x": _record({"u": 1.0, "w": 2}, [("c", 1.5, True, "C1")])}
+    assert any("checks differ" in p for p in compare_records(a, c))
+
+
+# --------------------------------------------------------------------------- dashboard
+def test_claim_rows_pass_fail_and_unchecked():
+    records = {
+        "02_one_step": _record({}, [("a", 1.0, True, "C1"), ("b", 1.0, True, "c1")]),
+        "05_extensions": _record({}, [("m", 1.0, False, "C6"), ("k", 1.0, True, "C7c"),
+                                      ("s", 1.0, True, "setup"), ("l", 1.0, True, "limits")]),
+    }
+    rows = {r.claim.id: r for r in claim_rows(records)}
+    assert list(rows) == [c.id for c in CLAIMS]
+    assert rows["C1"].status == "PASS" and len(rows["C1"].checks) == 2
+    assert rows["C6a"].status == rows["C6b"].status == "FAIL"  # "C6" tags both parts
+    assert rows["C7c"].status == "PASS" and rows["C7c"].checks[0]["chapter"] == "05_extensions"
+    assert rows["C3"].status == "NOT CHECKED"
+    assert set(other_checks(records)) == {"setup", "limits"}
+
+
+def test_required_chapters_from_notebooks():
+    def nb(code):
+        return {"cells": [{"cell_type": "markdown", "source": "start_chapter('no')"},
+                          {"cell_type": "code", "source": code}]}
+
+    assert chapter_name_in_notebook(nb('x = 1\nstart_chapter("02_one_step")')) == "02_one_step"
+    assert chapter_name_in_notebook(nb("x = 1")) is None
+    with pytest.raises(ValueError, match="once"):
+        chapter_name_in_notebook(nb("start_chapter('a')\nstart_chapter('a')"))
+    assert required_chapters({"chapters/a": nb("start_chapter('a')"), "b": nb("")}) == {
+        "a": "chapters/a"}
+    with pytest.raises(ValueError, match="stem"):
+        required_chapters({"chapters/02_x": nb("start_chapter('01_setup')")})
+
+
+def test_every_chapter_in_the_book_names_itself():
+    notebooks = {f"chapters/{p.stem}": json.loads(p.read_text())
+                 for p in (ROOT / "chapters").glob("*.ipynb")}
+    required = required_chapters(notebooks)
+    assert "01_setup" in required
+
+
+def _fake_app(tmp_path, notebooks: dict[str, str], mode="force"):
+    src = tmp_path / "src"
+    (src / "chapters").mkdir(parents=True)
+    for name, code in notebooks.items():
+        (src / "chapters" / f"{name}.ipynb").write_text(json.dumps(
+            {"cells": [{"cell_type": "code", "source": code}]}))
+    env = SimpleNamespace(found_docs={f"chapters/{n}" for n in notebooks} | {"intro"},
+                          doc2path=lambda d: str(src / (d + (".md" if d == "intro" else ".ipynb"))))
+    return SimpleNamespace(outdir=str(tmp_path / "_build" / "html"), env=env,
+                           config=SimpleNamespace(nb_execution_mode=mode))
+
+
+def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch):
+    pytest.importorskip("sphinx")
+    from sphinx.errors import ExtensionError
+
+    from attnbook import sphinxext
+
+    app = _fake_app(tmp_path, {"01_setup": "start_chapter('01_setup')",
+                               "02_one_step": "start_chapter('02_one_step')"})
+    monkeypatch.setattr(sphinxext.os, "environ", dict(os.environ))  # keep the real env clean
+    sphinxext._on_builder_inited(app)
+    folder = Path(sphinxext.os.environ[RECORD_DIR_ENV])
+    assert folder == tmp_path / "_build" / "records" / "book" and folder.is_dir()
+    run_id = sphinxext.os.environ[report.RUN_ID_ENV]
+
+    def write(name, **extra):
+        rec = {**_record({}), "chapter": name, "run_id": run_id, "cell_errors": 0, **extra}
+        (folder / f"{name}.json").write_text(json.dumps(rec))
+
+    write("01_setup")
+    with pytest.raises(ExtensionError, match="02_one_step"):
+        sphinxext._build_records(app)
+    write("02_one_step", run_id="another")
+    with pytest.raises(ExtensionError, match="another run"):
+        sphinxext._build_records(app)
+    write("02_one_step", cell_errors=1)
+    with pytest.raises(ExtensionError, match="raised"):
+        sphinxext._build_records(app)
+    write("02_one_step")
+    assert set(sphinxext._build_records(app)) == {"01_setup", "02_one_step"}
+    off = _fake_app(tmp_path / "off", {"01_setup": "start_chapter('01_setup')"}, mode="off")
+    with pytest.raises(ExtensionError, match="executed"):
+        sphinxext._build_records(off)
