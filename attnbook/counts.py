@@ -191,13 +191,18 @@ class TokenCounts:
             order = torch.argsort(self.token_ids, stable=True)  # rows stay sorted per token
             col_ptr = torch.zeros(V + 1, dtype=torch.int64, device=self.device)
             torch.cumsum(torch.bincount(self.token_ids, minlength=V), 0, out=col_ptr[1:])
+            # 32-bit indices when they fit: the sparse kernels (MKL, cuSPARSE) then use them
+            # as they are instead of converting 64-bit ones on every product.
+            small = max(self.nnz, n, V) < 2**31 - 1
+            idx = (lambda t: t.to(torch.int32)) if small else (lambda t: t)
             with warnings.catch_warnings():  # "sparse CSR support is in beta state"
                 warnings.simplefilter("ignore", UserWarning)
                 A = torch.sparse_csr_tensor(
-                    self.indptr, self.token_ids, values, size=(n, V), check_invariants=False
+                    idx(self.indptr), idx(self.token_ids), values, size=(n, V),
+                    check_invariants=False,
                 )
                 At = torch.sparse_csr_tensor(
-                    col_ptr, self.row_ids[order], values[order], size=(V, n),
+                    idx(col_ptr), idx(self.row_ids[order]), values[order], size=(V, n),
                     check_invariants=False,
                 )
             return A, At

@@ -80,6 +80,45 @@ def _count_softmax_terms(
     return w, b_tok, den, rows
 
 
+_HUGE_PAGE = 2**21
+_MADV_HUGEPAGE = 14  # Linux
+
+
+def _madvise_hugepages():
+    """``madvise`` from the C library (Linux), or ``None`` where it is not available."""
+    try:
+        import ctypes
+        import sys
+
+        if not sys.platform.startswith("linux"):
+            return None
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_MADVISE = _madvise_hugepages()
+
+
+def _empty_like_large(E: torch.Tensor) -> torch.Tensor:
+    """``torch.empty_like(E)``; on Linux CPU asks the kernel for huge pages for a large block.
+
+    A fresh ``(V, d)`` gradient is written once per step; with 4 KiB pages the first touch of
+    every page costs more than the write itself. The hint changes no value and is skipped
+    silently wherever it does not apply.
+    """
+    out = torch.empty_like(E, memory_format=torch.contiguous_format)
+    nbytes = out.numel() * out.element_size()
+    if _MADVISE is not None and out.device.type == "cpu" and nbytes >= 4 * _HUGE_PAGE:
+        start = -(-out.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
+        stop = (out.data_ptr() + nbytes) // _HUGE_PAGE * _HUGE_PAGE
+        if stop > start:
+            _MADVISE(start, stop - start, _MADV_HUGEPAGE)
+    return out
+
+
 class _RowShiftNeeded(Exception):
     """The global-shift fast path would lose precision on some row (huge ``||p||``)."""
 
@@ -126,7 +165,7 @@ class _CountAttention(torch.autograd.Function):
         torch.addcmul(z[:, 0], b, z[:, 1], out=G[:, 0]).mul_(u)  # G_a
         dE = dp = dv = None
         if ctx.needs_input_grad[0]:
-            dE = torch.empty_like(E)
+            dE = _empty_like_large(E)
             torch.mul(G[:, 0:1], p, out=dE)
             dE.addcmul_(G[:, 1:2], v)
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
