@@ -14,6 +14,8 @@ token ``s`` alone, which is what ``E_s . v`` is in the linear model.
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 
 import torch
 
@@ -23,6 +25,7 @@ from .model import _segment_max
 __all__ = [
     "init_mlp_head",
     "check_mlp_parameters",
+    "PooledIndex",
     "pooled_embedding",
     "mlp_attention_output",
     "dense_mlp_attention_output",
@@ -80,23 +83,90 @@ def init_mlp_head(
     return {k: t.to(device).requires_grad_(True) for k, t in out.items()}
 
 
-def pooled_embedding(E: torch.Tensor, p: torch.Tensor, counts: TokenCounts) -> torch.Tensor:
-    """``(n, d)`` attention outputs ``z(X_i) = sum_s pi_s(X_i) E_s`` (differentiable in E, p)."""
-    counts = counts.to(E.device)
-    a_tok = (E @ p)[counts.token_ids]
-    rows = counts.row_ids
-    n = counts.n_sequences
+@dataclass(frozen=True)
+class PooledIndex:
+    """The sparsity structure of a corpus, prepared once for :func:`pooled_embedding`.
+
+    ``crow``/``col`` is the CSR structure of the ``(n, V)`` attention-weight matrix (rows =
+    sequences, columns = their distinct tokens), ``t_crow``/``t_col`` that of its transpose and
+    ``perm`` the order of the stored entries in the transpose.
+    """
+
+    counts: TokenCounts
+    rows: torch.Tensor
+    t_crow: torch.Tensor
+    t_col: torch.Tensor
+    perm: torch.Tensor
+
+    @classmethod
+    def build(cls, counts: TokenCounts) -> "PooledIndex":
+        if not isinstance(counts, TokenCounts):
+            raise ValueError(f"counts must be a TokenCounts, got {type(counts).__name__}")
+        rows = counts.row_ids
+        perm = torch.argsort(counts.token_ids, stable=True)  # rows stay sorted within a token
+        t_crow = torch.zeros(counts.vocab_size + 1, dtype=torch.int64, device=counts.device)
+        t_crow[1:] = torch.cumsum(torch.bincount(counts.token_ids, minlength=counts.vocab_size), 0)
+        return cls(counts, rows, t_crow, rows[perm], perm)
+
+    def to(self, device: torch.device | str) -> "PooledIndex":
+        return PooledIndex(self.counts.to(device), self.rows.to(device), self.t_crow.to(device),
+                           self.t_col.to(device), self.perm.to(device))
+
+
+def _csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, shape) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
+        return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
+
+
+class _WeightedRowSum(torch.autograd.Function):
+    """``z_i = sum_k w_k E[tok_k]`` over the stored entries ``k`` of row ``i``: ``z = S E``.
+
+    Autograd through a sparse product forms the dense ``(n, V)`` matrix ``grad_z E^T`` to get the
+    gradient of the sparse entries; here it is sampled only at the stored entries
+    (``torch.sparse.sampled_addmm``), and ``grad_E = S^T grad_z`` uses the prepared transpose.
+    """
+
+    @staticmethod
+    def forward(ctx, w, E, index):  # type: ignore[override]
+        c = index.counts
+        S = _csr(c.indptr, c.token_ids, w, (c.n_sequences, E.shape[0]))
+        ctx.save_for_backward(w, E)
+        ctx.index = index
+        return S @ E
+
+    @staticmethod
+    def backward(ctx, grad_z):  # type: ignore[override]
+        w, E = ctx.saved_tensors
+        index = ctx.index
+        c = index.counts
+        grad_w = grad_E = None
+        if ctx.needs_input_grad[0]:
+            pattern = _csr(c.indptr, c.token_ids, torch.zeros_like(w), (c.n_sequences, E.shape[0]))
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
+                grad_w = torch.sparse.sampled_addmm(pattern, grad_z.contiguous(), E.T.contiguous(), beta=0.0).values()
+        if ctx.needs_input_grad[1]:
+            St = _csr(index.t_crow, index.t_col, w[index.perm], (E.shape[0], c.n_sequences))
+            grad_E = St @ grad_z
+        return grad_w, grad_E, None
+
+
+def pooled_embedding(E: torch.Tensor, p: torch.Tensor, counts: TokenCounts | PooledIndex) -> torch.Tensor:
+    """``(n, d)`` attention outputs ``z(X_i) = sum_s pi_s(X_i) E_s`` (differentiable in E, p).
+
+    Pass a :class:`PooledIndex` (built once per corpus) when calling it repeatedly.
+    """
+    index = counts if isinstance(counts, PooledIndex) else PooledIndex.build(counts)
+    index = index.to(E.device)
+    c = index.counts
+    a_tok = (E @ p)[c.token_ids]
+    rows = index.rows
+    n = c.n_sequences
     shift = _segment_max(a_tok, rows, n)
-    w = counts.counts.to(E.dtype) * torch.exp(a_tok - shift[rows])
+    w = c.counts.to(E.dtype) * torch.exp(a_tok - shift[rows])
     den = torch.zeros(n, dtype=E.dtype, device=E.device).index_add(0, rows, w)
-    weights = torch.sparse_coo_tensor(
-        torch.stack((rows, counts.token_ids)),
-        w / den[rows],
-        (n, E.shape[0]),
-        is_coalesced=True,  # rows sorted, tokens sorted within each row
-        check_invariants=False,
-    )
-    return torch.sparse.mm(weights, E)
+    return _WeightedRowSum.apply(w / den[rows], E, index)
 
 
 def _head(params: dict[str, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
@@ -104,9 +174,15 @@ def _head(params: dict[str, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
 
 
 def mlp_attention_output(params: dict[str, torch.Tensor], sequences: object) -> torch.Tensor:
-    """``f(X_i)`` for every sequence (a :class:`TokenCounts` or a list of token-id sequences)."""
+    """``f(X_i)`` for every sequence (a :class:`PooledIndex`, a :class:`TokenCounts` or a list of
+    token-id sequences)."""
     check_mlp_parameters(params)
-    counts = as_token_counts(sequences, params["E"].shape[0])
+    if isinstance(sequences, PooledIndex):
+        if sequences.counts.vocab_size != params["E"].shape[0]:
+            raise ValueError("the index was built for another vocabulary size than E's")
+        counts = sequences
+    else:
+        counts = PooledIndex.build(as_token_counts(sequences, params["E"].shape[0]))
     return _head(params, pooled_embedding(params["E"], params["p"], counts))
 
 

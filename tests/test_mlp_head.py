@@ -65,3 +65,17 @@ def test_errors():
         mlp_attention_output(params, [[1, 99]])
     with pytest.raises(ValueError, match="scale"):
         init_mlp_head(3, 2, scale=0)
+
+
+def test_prepared_index_gives_same_outputs_and_gradients():
+    from attnbook.mlp_head import PooledIndex
+
+    _, _, _, seqs, y = random_problem(7)
+    params = _params(7)
+    index = PooledIndex.build(TokenCounts.from_sequences(seqs, 30))
+    g1 = _grads(mlp_attention_output, params, seqs, y)
+    g2 = _grads(lambda ps, s: mlp_attention_output(ps, index), params, seqs, y)
+    for k in g1:
+        assert torch.allclose(g1[k], g2[k], atol=1e-13, rtol=0), k
+    with pytest.raises(ValueError, match="vocabulary"):
+        mlp_attention_output(params, PooledIndex.build(TokenCounts.from_sequences(seqs, 40)))
