@@ -43,6 +43,8 @@ __all__ = [
     "init_one_step",
     "OneStepResult",
     "run_one_step",
+    "sweep_one_step",
+    "predicted_pearson",
     "pearson",
     "loglog_slope",
 ]
@@ -320,7 +322,68 @@ def run_one_step(
     )
 
 
+def sweep_one_step(
+    counts: TokenCounts,
+    labels: object,
+    *,
+    dims: Sequence[int],
+    init_scales: Sequence[float],
+    etas: Sequence[float] = (1.0,),
+    seeds: Sequence[int] = (0,),
+    cls_scale: float = 1.0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+):
+    """One row per (dim, init_scale, eta, seed) of :func:`run_one_step`, as a pandas DataFrame.
+
+    Columns: ``dim, init_scale, eta, seed, total_error, increment_error,
+    relative_increment_error, pearson`` (of ``E^1 . v`` with the prediction) and
+    ``predicted_pearson`` (:func:`predicted_pearson`).
+    """
+    import pandas as pd
+
+    alpha = average_signed_frequency(counts, labels, counts.vocab_size)
+    rows = []
+    for dim in dims:
+        for scale in init_scales:
+            for eta in etas:
+                for seed in seeds:
+                    r = run_one_step(
+                        counts, labels, int(dim), init_scale=float(scale), eta=float(eta),
+                        cls_scale=cls_scale, seed=int(seed), dtype=dtype, device=device,
+                        alpha=alpha,
+                    )
+                    rows.append(
+                        {
+                            "dim": int(dim),
+                            "init_scale": float(scale),
+                            "eta": float(eta),
+                            "seed": int(seed),
+                            "total_error": r.total_error,
+                            "increment_error": r.increment_error,
+                            "relative_increment_error": r.relative_increment_error,
+                            "pearson": pearson(r.value1, r.pred_value),
+                            "predicted_pearson": predicted_pearson(
+                                r.pred_value, float(scale), r.vv, int(dim)
+                            ),
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
 # ---------------------------------------------------------------------- statistics
+def predicted_pearson(prediction: object, init_scale: float, head_norm_sq: float, dim: int) -> float:
+    """Pearson correlation between ``E^1 . v`` and ``prediction`` expected from the lemma when the
+    only noise is the initial score ``E^0_s . v ~ N(0, init_scale^2 ||v||^2 / d)``, independent
+    across tokens: ``sd(pred) / sqrt(sd(pred)^2 + init_scale^2 ||v||^2 / d)``."""
+    pred = np.asarray(prediction, dtype=np.float64).ravel()
+    if pred.size < 2 or not init_scale >= 0 or not head_norm_sq > 0 or dim < 1:
+        raise ValueError("need >= 2 predictions, init_scale >= 0, head_norm_sq > 0, dim >= 1")
+    signal = float(pred.std())
+    noise = init_scale**2 * head_norm_sq / dim
+    return signal / float(np.sqrt(signal**2 + noise))
+
+
 def pearson(x: object, y: object) -> float:
     """Pearson correlation of two equal-length 1-D arrays (flattened)."""
     a = np.asarray(x, dtype=np.float64).ravel()
