@@ -22,7 +22,7 @@ from attnbook.model import (attention_output, attention_weights, count_attention
                             dense_attention_output, token_attention)
 from attnbook.multiclass import multiclass_output
 
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 TOL = dict(rtol=1e-10, atol=1e-10)
 
@@ -236,7 +236,7 @@ def test_alpha_is_the_gradient_of_the_loss_at_zero(prob):
     close(b.grad, -0.5 * average_signed_frequency(seqs, y, V))
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 5))
 def test_attention_concentrates_as_p_grows(seed, n_tokens):
     """If p.E_s has a unique maximiser in X, the softmax tends to one on it as ||p|| grows."""
