@@ -211,3 +211,14 @@ def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch
     off = _fake_app(tmp_path / "off", {"01_setup": "start_chapter('01_setup')"}, mode="off")
     with pytest.raises(ExtensionError, match="executed"):
         sphinxext._build_records(off)
+
+
+def test_citation_cites_the_paper():
+    import yaml
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0"
+    paper = cff["preferred-citation"]
+    bib = (ROOT / "references.bib").read_text()
+    assert paper["title"] in bib and str(paper["year"]) in bib
+    assert [a["family-names"] for a in paper["authors"]] == ["Wu", "Shevchenko", "Oymak", "Mondelli"]
