@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Claim", "CLAIMS", "ClaimRow", "claim_rows", "other_checks", "required_chapters",
-           "chapter_name_in_notebook"]
+           "chapter_name_in_notebook", "result_labels", "attach_results"]
 
 
 @dataclass(frozen=True)
@@ -154,3 +154,56 @@ def required_chapters(notebooks: dict[str, dict]) -> dict[str, str]:
                 f"{docname}: start_chapter({name!r}) must name the notebook's stem {stem!r}")
         required[name] = docname
     return required
+
+
+_RESULT = re.compile(
+    r"\{prf:(theorem|lemma|proposition|corollary|conjecture|property|observation|criterion)\}"
+    r"[^\n]*\n(?:[ \t]*:[a-z]+:[^\n]*\n)*?[ \t]*:label:[ \t]*(\S+)")
+_CHECK = re.compile(r"\bcheck\(\s*[\"']([^\"']+)[\"']")
+
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def result_labels(notebook: dict) -> dict[str, str]:
+    """``{check name: label}``: each check of a notebook belongs to the last result (theorem,
+    lemma, proposition, corollary, conjecture ...) stated in the markdown cells before it.
+
+    Only checks whose name is a string literal are found; an explicit ``check(..., result=)``
+    takes precedence over this (see :func:`attach_results`).
+    """
+    current: str | None = None
+    out: dict[str, str] = {}
+    for cell in notebook.get("cells", []):
+        text = _source(cell)
+        if cell.get("cell_type") == "markdown":
+            labels = [m.group(2) for m in _RESULT.finditer(text)]
+            if labels:
+                current = labels[-1]
+        elif cell.get("cell_type") == "code" and current:
+            for name in _CHECK.findall(text):
+                out.setdefault(name, current)
+    return out
+
+
+def attach_results(records: dict[str, dict], notebooks: dict[str, dict]) -> None:
+    """Fill in each recorded check's ``result`` label (in place) where it was not given.
+
+    ``notebooks`` maps chapter names to notebook JSON. A check whose name is computed at run
+    time gets the label shared by the other checks of its claim in its chapter, if they agree.
+    """
+    for chapter, record in records.items():
+        labels = result_labels(notebooks.get(chapter, {}))
+        for chk in record["checks"]:
+            if not chk.get("result") and chk["name"] in labels:
+                chk["result"] = labels[chk["name"]]
+        by_claim: dict[str | None, set[str]] = {}
+        for chk in record["checks"]:
+            if chk.get("result"):
+                by_claim.setdefault(chk.get("claim"), set()).add(chk["result"])
+        for chk in record["checks"]:
+            found = by_claim.get(chk.get("claim"), set())
+            if not chk.get("result") and len(found) == 1:
+                chk["result"] = next(iter(found))

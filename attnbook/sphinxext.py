@@ -32,7 +32,7 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx.util.nodes import make_refnode
 
-from .dashboard import CLAIMS, claim_rows, other_checks, required_chapters
+from .dashboard import attach_results, claim_rows, other_checks, required_chapters
 from .report import RECORD_DIR_ENV, RUN_ID_ENV, load_records
 
 logger = logging.getLogger(__name__)
@@ -96,8 +96,9 @@ def _build_records(app) -> dict[str, dict]:
     if app.config.nb_execution_mode == "off":
         raise ExtensionError("the claims dashboard needs the chapters executed "
                              "(execute_notebooks: force in _config.yml)")
+    notebooks = _notebooks(app)
     try:
-        required = required_chapters(_notebooks(app))
+        required = required_chapters(notebooks)
     except ValueError as err:
         raise ExtensionError(str(err)) from err
     records = load_records(_record_dir(app))
@@ -114,6 +115,7 @@ def _build_records(app) -> dict[str, dict]:
                                  f"({record.get('run_id')}, this build is {run_id})")
         if record.get("cell_errors"):
             raise ExtensionError(f"{record['cell_errors']} cell(s) of {name} raised an error")
+    attach_results(records, {name: notebooks[doc] for name, doc in required.items()})
     app._attnbook_records = {k: records[k] for k in sorted(records)}
     app._attnbook_docnames = required
     return app._attnbook_records

@@ -222,3 +222,24 @@ def test_citation_cites_the_paper():
     bib = (ROOT / "references.bib").read_text()
     assert paper["title"] in bib and str(paper["year"]) in bib
     assert [a["family-names"] for a in paper["authors"]] == ["Wu", "Shevchenko", "Oymak", "Mondelli"]
+
+
+def test_checks_belong_to_the_last_result_before_them():
+    from attnbook.dashboard import attach_results, result_labels
+
+    md = lambda s: {"cell_type": "markdown", "source": s}  # noqa: E731
+    code = lambda s: {"cell_type": "code", "source": s}  # noqa: E731
+    nb = {"cells": [
+        code('check("early", 1, 0)'),
+        md("```{prf:definition} D\n:label: def-d\n```"),
+        md("```{prf:lemma} A lemma\n:label: lem-a\n\nText.\n```\n```{prf:proof}\n```"),
+        code('check("a1", x, 0.9, claim="C1")\nglue("n", 1)'),
+        md("```{prf:theorem} B\n:nonumber:\n:label: thm-b\n```"),
+        code("check('b1', y, 0.9, claim='C3')\nfor k in ks:\n    check(k + '_gap', 0, 1, claim='C3')"),
+    ]}
+    assert result_labels(nb) == {"a1": "lem-a", "b1": "thm-b"}
+    records = {"ch": _record({}, [("a1", 1, True, "C1"), ("b1", 1, True, "C3"),
+                                  ("x_gap", 1, True, "C3"), ("early", 1, True, "setup")])}
+    records["ch"]["checks"][0]["result"] = "explicit"
+    attach_results(records, {"ch": nb})
+    assert [c["result"] for c in records["ch"]["checks"]] == ["explicit", "thm-b", "thm-b", None]
