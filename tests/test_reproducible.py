@@ -243,3 +243,18 @@ def test_checks_belong_to_the_last_result_before_them():
     records["ch"]["checks"][0]["result"] = "explicit"
     attach_results(records, {"ch": nb})
     assert [c["result"] for c in records["ch"]["checks"]] == ["explicit", "thm-b", "thm-b", None]
+
+
+def test_chapters_are_quiet_and_self_seeded():
+    """No progress bars in the chapters (their output must be stable), and each seeds itself."""
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                         for c in nb["cells"] if c["cell_type"] == "code")
+        import re
+
+        assert not re.search(r"from tqdm|import tqdm|tqdm\(|progress=True", code), path.name
+        assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), \
+            f"{path.name} is committed with outputs"
+        if "start_chapter(" in code:
+            assert "seed_everything(" in code, f"{path.name} calls start_chapter but never seeds"
