@@ -37,6 +37,7 @@ __all__ = [
     "Check",
     "CHECKS",
     "GLUED",
+    "VOLATILE",
     "note_seed",
     "record_path",
     "load_records",
@@ -68,6 +69,7 @@ class Check:
 
 CHECKS: list[Check] = []
 GLUED: dict[str, Any] = {}
+VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
 
 _RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
 
@@ -87,6 +89,7 @@ def start_chapter(name: str) -> None:
     _CHAPTER["name"] = name
     CHECKS.clear()
     GLUED.clear()
+    VOLATILE.clear()
     _RUN.clear()
     _RUN.update(
         started=time.perf_counter(),
@@ -146,14 +149,17 @@ def _plain(value: Any) -> Any:
     return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))  # no memory addresses in records
 
 
-def glue(name: str, value: object) -> None:
+def glue(name: str, value: object, *, volatile: bool = False) -> None:
     """Make ``value`` available to ``{glue:text}`name``` in this notebook and record it.
 
     Outside the book build (Colab, plain Jupyter) MyST-NB is usually absent and only the record
-    is kept.
+    is kept. ``volatile=True`` marks a value that legitimately differs between two executions
+    (a measured time); :func:`compare_records` then checks that it is present but not its value.
     """
     if not isinstance(name, str) or not name:
         raise ValueError("glue name must be a non-empty string")
+    if volatile:
+        VOLATILE.add(name)
     if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
         value = value.item()  # numpy / torch scalars render as plain numbers
     GLUED[name] = _plain(value)
@@ -173,12 +179,15 @@ def check(
     *,
     claim: str | None = None,
     result: str | None = None,
+    volatile: bool = False,
 ) -> float:
     """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the check.
 
     ``claim`` names the claim of the paper the check verifies (``"C1"`` ... ``"C7d"``, or
     ``"setup"``, ``"limits"``); ``result`` optionally names the label of the book's result
     (``"thm-one-step"``) that the check verifies, for the claims dashboard.
+    ``volatile=True`` marks a statistic that changes from run to run (a timing): the comparison
+    of two runs then checks that it is present, not its value.
 
     Raises ``AssertionError`` (failing the notebook and the build) when the check fails, and
     ``ValueError`` for an unknown relation or a non-finite value.
@@ -193,7 +202,7 @@ def check(
         raise ValueError(f"check {name!r}: threshold is not finite ({threshold})")
     passed = bool(_RELATIONS[relation](value, threshold))
     CHECKS.append(Check(_CHAPTER["name"], name, value, threshold, relation, passed, claim, result))
-    glue(name, value)
+    glue(name, value, volatile=volatile)
     assert passed, f"check {name!r} failed: measured {value:.6g}, required {relation} {threshold:.6g}"
     return value
 
@@ -264,6 +273,7 @@ def _write_record() -> None:
         "cell_errors": _RUN["cell_errors"],
         "seeds": list(_RUN["seeds"]),
         "glued": dict(GLUED),
+        "volatile": sorted(VOLATILE),
         "checks": [asdict(c) for c in CHECKS],
         "environment": _RUN["environment"],
     }
@@ -302,7 +312,8 @@ def compare_records(a: dict[str, dict], b: dict[str, dict]) -> list[str]:
     """Differences between two sets of records' glued numbers and checks (empty: identical).
 
     Only chapters present in both are compared value by value; a chapter present in one only
-    is reported too.
+    is reported too. Values glued or checked with ``volatile=True`` (timings) must be present
+    in both but may differ.
     """
     problems = []
     for chapter in sorted(set(a) | set(b)):
@@ -310,13 +321,18 @@ def compare_records(a: dict[str, dict], b: dict[str, dict]) -> list[str]:
             problems.append(f"{chapter}: recorded in only one of the two runs")
             continue
         ga, gb = a[chapter]["glued"], b[chapter]["glued"]
+        vol = set(a[chapter].get("volatile", ())) | set(b[chapter].get("volatile", ()))
         for key in sorted(set(ga) | set(gb)):
             if key not in ga or key not in gb:
                 problems.append(f"{chapter}: {key!r} glued in only one run")
-            elif ga[key] != gb[key]:
+            elif ga[key] != gb[key] and key not in vol:
                 problems.append(f"{chapter}: {key!r} differs: {ga[key]!r} vs {gb[key]!r}")
-        ca = [(c["name"], c["value"], c["passed"]) for c in a[chapter]["checks"]]
-        cb = [(c["name"], c["value"], c["passed"]) for c in b[chapter]["checks"]]
+
+        def fixed(c: dict) -> tuple:
+            return (c["name"], None if c["name"] in vol else c["value"], c["passed"])
+
+        ca = [fixed(c) for c in a[chapter]["checks"]]
+        cb = [fixed(c) for c in b[chapter]["checks"]]
         if ca != cb:
             problems.append(f"{chapter}: the checks differ: {ca} vs {cb}")
     return problems

@@ -258,3 +258,19 @@ def test_chapters_are_quiet_and_self_seeded():
             f"{path.name} is committed with outputs"
         if "start_chapter(" in code:
             assert "seed_everything(" in code, f"{path.name} calls start_chapter but never seeds"
+
+
+def test_volatile_values_are_not_compared(tmp_path, monkeypatch):
+    runs = []
+    for seconds in (1.25, 1.5):
+        folder = tmp_path / str(seconds)
+        monkeypatch.setenv(RECORD_DIR_ENV, str(folder))
+        report.start_chapter("perf")
+        report.glue("n", 3)
+        report.glue("time_s", seconds, volatile=True)
+        report.check("speedup", 10 * seconds, 5.0, claim="setup", volatile=True)
+        runs.append(load_records(folder))
+    assert runs[0]["perf"]["volatile"] == ["speedup", "time_s"]
+    assert compare_records(*runs) == []
+    runs[1]["perf"]["glued"]["n"] = 4
+    assert compare_records(*runs) == ["perf: 'n' differs: 3 vs 4"]
