@@ -34,6 +34,7 @@ from .multiclass import as_class_labels, cross_entropy_loss, multiclass_output
 
 __all__ = [
     "one_step_coefficients",
+    "first_order_coefficients",
     "one_gradient_step",
     "one_gradient_step_multiclass",
     "predicted_value_alignment",
@@ -89,6 +90,38 @@ def one_step_coefficients(
         0, counts.token_ids, weight * (b_tok - f[rows])
     )
     return c_v, c_p
+
+
+def first_order_coefficients(
+    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: object, labels: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """First-order expansions of :func:`one_step_coefficients` in the initial scores.
+
+    With ``w_is = n_s(X_i) / T_i``, ``f0_i = sum_t w_it b_t`` and ``abar_i = sum_t w_it a_t``:
+
+        c_v ~ alpha_s / 2 - beta_s / 4 + xi_s / 2,
+        beta_s = (1/n) sum_i w_is f0_i,   xi_s = (1/n) sum_i y_i w_is (a_s - abar_i),
+        c_p ~ (1/2n) sum_i y_i w_is (b_s - f0_i).
+
+    The remainders are of second order in the scores ``a = E p``, ``b = E v``.
+    """
+    check_parameters(E, p, v)
+    E, p, v = E.detach(), p.detach(), v.detach()
+    counts = as_token_counts(counts, E.shape[0]).to(E.device)
+    y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
+    a, b = (E @ torch.stack((p, v), dim=1)).unbind(1)
+    rows, tok = counts.row_ids, counts.token_ids
+    n, V = counts.n_sequences, E.shape[0]
+    share = counts.counts.to(E.dtype) / counts.lengths.to(E.dtype)[rows]
+    zeros_n = torch.zeros(n, dtype=E.dtype, device=E.device)
+    f0 = zeros_n.index_add(0, rows, share * b[tok])
+    abar = zeros_n.index_add(0, rows, share * a[tok])
+    zeros_v = torch.zeros(V, dtype=E.dtype, device=E.device)
+    alpha = zeros_v.index_add(0, tok, y[rows] * share) / n
+    beta = zeros_v.index_add(0, tok, share * f0[rows]) / n
+    xi = zeros_v.index_add(0, tok, y[rows] * share * (a[tok] - abar[rows])) / n
+    c_p = zeros_v.index_add(0, tok, y[rows] * share * (b[tok] - f0[rows])) / (2 * n)
+    return alpha / 2 - beta / 4 + xi / 2, c_p
 
 
 def one_gradient_step(
@@ -261,6 +294,7 @@ class OneStepResult:
     pred_cls: np.ndarray
     vp: float
     vv: float
+    first_order_increment: np.ndarray | None = None
 
     @property
     def total_error(self) -> float:
@@ -271,6 +305,15 @@ class OneStepResult:
     def increment_error(self) -> float:
         """RMS over tokens of ``(E^1 - E^0) . v - (eta/2) alpha ||v||^2``."""
         return float(np.sqrt(np.mean((self.value1 - self.value0 - self.pred_value) ** 2)))
+
+    @property
+    def second_order_error(self) -> float:
+        """RMS over tokens of ``(E^1 - E^0) . v`` minus its first-order expansion
+        ``eta (c_v1 ||v||^2 + c_p1 v . p)`` (:func:`first_order_coefficients`)."""
+        if self.first_order_increment is None:
+            raise ValueError("this result was computed without the first-order expansion")
+        diff = self.value1 - self.value0 - self.first_order_increment
+        return float(np.sqrt(np.mean(diff**2)))
 
     @property
     def relative_increment_error(self) -> float:
@@ -305,6 +348,8 @@ def run_one_step(
         alpha = average_signed_frequency(counts, labels, counts.vocab_size)
     E1 = one_gradient_step(params, counts, labels, eta)
     E0, p, v = params["E"], params["p"], params["v"]
+    c_v1, c_p1 = first_order_coefficients(E0, p, v, counts, labels)
+    first = eta * (c_v1 * (v @ v) + c_p1 * (v @ p))
 
     def np64(t: torch.Tensor) -> np.ndarray:
         return t.detach().to("cpu", torch.float64).numpy()
@@ -319,6 +364,7 @@ def run_one_step(
         pred_cls=np64(predicted_cls_alignment(alpha, v, p, eta)),
         vp=float(v @ p),
         vv=float(v @ v),
+        first_order_increment=np64(first),
     )
 
 
@@ -337,7 +383,7 @@ def sweep_one_step(
     """One row per (dim, init_scale, eta, seed) of :func:`run_one_step`, as a pandas DataFrame.
 
     Columns: ``dim, init_scale, eta, seed, total_error, increment_error,
-    relative_increment_error, pearson`` (of ``E^1 . v`` with the prediction) and
+    relative_increment_error, second_order_error, pearson`` (of ``E^1 . v`` with the prediction) and
     ``predicted_pearson`` (:func:`predicted_pearson`).
     """
     import pandas as pd
@@ -362,6 +408,7 @@ def sweep_one_step(
                             "total_error": r.total_error,
                             "increment_error": r.increment_error,
                             "relative_increment_error": r.relative_increment_error,
+                            "second_order_error": r.second_order_error,
                             "pearson": pearson(r.value1, r.pred_value),
                             "predicted_pearson": predicted_pearson(
                                 r.pred_value, float(scale), r.vv, int(dim)

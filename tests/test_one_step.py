@@ -9,6 +9,7 @@ from attnbook.synthetic import MulticlassSpec, SyntheticSpec, sample_multiclass_
 from attnbook.theory import (
     average_signed_frequency,
     class_signed_frequency,
+    first_order_coefficients,
     init_one_step,
     loglog_slope,
     one_gradient_step,
@@ -181,3 +182,21 @@ def test_multiclass_synthetic_spec():
         assert set(toks[toks >= 0].tolist()) <= {int(lab)}
     with pytest.raises(ValueError):
         MulticlassSpec(n_classes=1)
+
+
+def test_first_order_coefficients_are_second_order_accurate():
+    counts, y = _synthetic()
+    errs = [run_one_step(counts, y, 64, init_scale=s, eta=1.0, seed=2).second_order_error
+            for s in (1e-1, 1e-2)]
+    # second order in sigma: a tenfold smaller init gives a ~hundredfold smaller residual
+    assert 50 < errs[0] / errs[1] < 200
+
+
+def test_first_order_coefficients_match_exact_ones_at_small_scale():
+    params, seqs, y = _params(7)
+    for scale, tol in ((1e-3, 1e-5), (1e-4, 1e-7)):
+        E = params["E"] * scale
+        c_v, c_p = one_step_coefficients(E, params["p"], params["v"], seqs, y)
+        c_v1, c_p1 = first_order_coefficients(E, params["p"], params["v"], seqs, y)
+        assert float((c_v - c_v1).abs().max()) < tol
+        assert float((c_p - c_p1).abs().max()) < tol
