@@ -1,0 +1,92 @@
+"""The benchmark's building blocks, the count engine's cached CSR matrices, volatile records."""
+
+import numpy as np
+import pytest
+import torch
+
+from attnbook import bench, report
+from attnbook.counts import TokenCounts
+from attnbook.losses import logistic_loss
+from attnbook.model import count_attention_output, dense_attention_output
+from conftest import random_problem
+
+
+def _counts(seed=0, V=30, n=12):
+    E, p, v, seqs, y = random_problem(seed=seed, V=V, n=n)
+    return E, p, v, seqs, torch.from_numpy(y.astype(np.float64)), TokenCounts.from_sequences(seqs, V)
+
+
+def test_sparse_matrices_match_dense_counts():
+    *_, counts = _counts()
+    A, At = counts.sparse_matrices(torch.float64)
+    dense = counts.to_dense()
+    assert torch.equal(A.to_dense(), dense)
+    assert torch.equal(At.to_dense(), dense.t())
+    assert counts.sparse_matrices(torch.float64)[0] is A  # cached
+    assert counts.row_ids is counts.row_ids
+    assert counts.to(counts.device) is counts
+
+
+def test_usual_implementation_matches_engine_float64():
+    E, p, v, seqs, y, counts = _counts(seed=3)
+    batches = bench.usual_batches(counts, max_positions=20)
+    assert sorted(torch.cat(batches.rows).tolist()) == list(range(counts.n_sequences))
+    assert all(i.numel() <= 20 or i.shape[0] == 1 for i in batches.ids)
+    l_u, g_u = bench.usual_loss_and_grads(E, p, v, batches, y)
+    l_e, g_e = bench.engine_loss_and_grads(E, p, v, counts, y)
+    assert abs(l_u - l_e) <= 1e-12 * abs(l_u)
+    for a, b in zip(g_u, g_e):
+        assert bench.relative_difference(a, b) <= 1e-11
+
+
+def test_engine_fallback_for_huge_p_keeps_gradients():
+    E, p, v, seqs, y, counts = _counts(seed=5)
+    p = (p / p.norm() * 3e3).requires_grad_(True)  # rows underflow under the vocabulary shift
+    E = E.clone().requires_grad_(True)
+    f = count_attention_output(E, p, v, counts)
+    g = torch.autograd.grad(logistic_loss(f, y), (E, p))
+    Ed, pd = E.detach().clone().requires_grad_(True), p.detach().clone().requires_grad_(True)
+    fd = dense_attention_output(Ed, pd, v, seqs)
+    gd = torch.autograd.grad(logistic_loss(fd, y), (Ed, pd))
+    assert torch.allclose(f, fd, atol=1e-9)
+    for a, b in zip(g, gd):
+        assert torch.allclose(a, b, atol=1e-9)
+
+
+def test_restrict_vocabulary():
+    E, p, v, seqs, y, counts = _counts(seed=1, V=30, n=40)
+    sub, y_sub = bench.restrict_vocabulary(counts, y, 10)
+    dense = counts.to_dense()[:, :10]
+    keep = dense.sum(1) > 0
+    assert torch.equal(sub.to_dense(), dense[keep])
+    assert torch.equal(y_sub, y[keep])
+    with pytest.raises(ValueError):
+        bench.restrict_vocabulary(counts, y, 0)
+
+
+def test_minimum_bytes_and_linear_fit():
+    *_, counts = _counts()
+    item = 4
+    expect = 4 * (counts.n_sequences + 1) + 8 * counts.nnz + 2 * 30 * 16 * item
+    assert bench.minimum_bytes(counts, 16, torch.float32) == expect
+    rows = [dict(nnz=n, vd=vd, ms=1.0 + 2e-3 * n + 5e-4 * vd)
+            for n, vd in [(100, 10), (200, 10), (100, 40), (400, 80), (50, 5)]]
+    c0, c1, c2, worst = bench.fit_linear_time(rows)
+    assert np.allclose([c0, c1, c2], [1.0, 2e-3, 5e-4]) and worst < 1e-9
+
+
+def test_time_min_and_bandwidth_positive():
+    assert bench.time_min(lambda: None, repeats=2) >= 0
+    assert bench.copy_bandwidth(nbytes=2**20, repeats=2) > 0
+    with pytest.raises(ValueError):
+        bench.time_min(lambda: None, repeats=0)
+
+
+def test_compare_records_ignores_volatile_values():
+    base = {"glued": {"t": 1.0, "x": 2.0}, "checks": [
+        {"name": "t", "value": 1.0, "passed": True}], "volatile": ["t"]}
+    other = {"glued": {"t": 3.0, "x": 2.0}, "checks": [
+        {"name": "t", "value": 3.0, "passed": True}], "volatile": ["t"]}
+    assert report.compare_records({"c": base}, {"c": other}) == []
+    other["glued"]["x"] = 2.5
+    assert len(report.compare_records({"c": base}, {"c": other})) == 1
