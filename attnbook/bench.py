@@ -45,8 +45,11 @@ __all__ = [
     "restrict_vocabulary",
     "UsualBatches",
     "usual_batches",
+    "padded_positions",
     "usual_loss_and_grads",
     "engine_loss_and_grads",
+    "compare_implementations",
+    "two_layer_comparison",
     "relative_difference",
     "time_min",
     "copy_bandwidth",
@@ -130,6 +133,26 @@ class UsualBatches:
         return int(sum(i.numel() for i in self.ids))
 
 
+def _buckets(lengths: np.ndarray, max_positions: int) -> list[np.ndarray]:
+    """Row numbers sorted by length, cut into blocks of at most ``max_positions`` padded
+    positions (a longer sequence gets a block of its own)."""
+    order = np.argsort(lengths, kind="stable")
+    blocks, start = [], 0
+    while start < order.size:
+        stop = start + 1
+        while stop < order.size and (stop + 1 - start) * lengths[order[stop]] <= max_positions:
+            stop += 1
+        blocks.append(order[start:stop])
+        start = stop
+    return blocks
+
+
+def padded_positions(counts: TokenCounts, max_positions: int = 16_384) -> int:
+    """Padded positions :func:`usual_batches` would create, without building the batches."""
+    lengths = counts.lengths.cpu().numpy()
+    return int(sum(b.size * lengths[b].max() for b in _buckets(lengths, max_positions)))
+
+
 def usual_batches(
     counts: TokenCounts, max_positions: int = 16_384, device: torch.device | str | None = None
 ) -> UsualBatches:
@@ -143,14 +166,8 @@ def usual_batches(
     device = counts.device if device is None else torch.device(device)
     seqs = counts.to_sequences()
     lengths = np.array([s.size for s in seqs])
-    order = np.argsort(lengths, kind="stable")
     ids, mask, rows = [], [], []
-    start = 0
-    while start < order.size:
-        stop = start + 1
-        while stop < order.size and (stop + 1 - start) * lengths[order[stop]] <= max_positions:
-            stop += 1
-        block = order[start:stop]
+    for block in _buckets(lengths, max_positions):
         width = int(lengths[block].max())
         b_ids = np.zeros((block.size, width), dtype=np.int64)
         for j, r in enumerate(block):
@@ -159,7 +176,6 @@ def usual_batches(
         ids.append(torch.from_numpy(b_ids).to(device))
         mask.append(torch.from_numpy(b_mask).to(device))
         rows.append(torch.from_numpy(block.astype(np.int64)).to(device))
-        start = stop
     return UsualBatches(tuple(ids), tuple(mask), tuple(rows), counts.n_sequences)
 
 
@@ -277,6 +293,52 @@ def _init(V: int, d: int, seed: int, dtype: torch.dtype, device: torch.device):
     return init_parameters(V, d, generator=gen, dtype=dtype, device=device)
 
 
+def compare_implementations(
+    counts: TokenCounts,
+    labels: torch.Tensor,
+    *,
+    dim: int,
+    max_positions: int = 16_384,
+    usual_repeats: int = 2,
+    repeats: int = 5,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    progress: bool = False,
+) -> dict[str, object]:
+    """Loss, gradients and times of the usual implementation and of the count engine.
+
+    Both evaluate the full-batch loss and its gradient at the same initialization
+    (:func:`attnbook.train.init_parameters`, ``seed``). The first pass of the usual
+    implementation gives its gradients and its first time; further passes (``usual_repeats``
+    in all) only time it. Returns the losses, their relative difference ``loss_rel``, the
+    relative gradient differences ``grad_rel`` (E, p, v), the number of mini-batches and padded
+    positions, and the minimum times ``usual_s``, ``engine_s`` (forward+backward) and
+    ``step_s`` (forward+backward+Adam).
+    """
+    device = counts.device
+    y = labels.to(device)
+    params = _init(counts.vocab_size, dim, seed, dtype, device)
+    E, p, v = params["E"], params["p"], params["v"]
+    batches = usual_batches(counts, max_positions, device)
+    t0 = time.perf_counter()
+    l_u, g_u = usual_loss_and_grads(E, p, v, batches, y, progress=progress)
+    _sync(device)
+    t_usual = time.perf_counter() - t0
+    l_e, g_e = engine_loss_and_grads(E, p, v, counts, y)
+    grad_rel = [relative_difference(a, b) for a, b in zip(g_e, g_u)]
+    del g_u, g_e
+    if usual_repeats > 1:
+        t_usual = min(t_usual, time_min(
+            lambda: usual_loss_and_grads(E, p, v, batches, y, progress=progress),
+            usual_repeats - 1, device, warmup=0))
+    out = dict(loss_usual=l_u, loss_engine=l_e, loss_rel=abs(l_e - l_u) / abs(l_u),
+               grad_rel=grad_rel, batches=len(batches.ids), positions=batches.n_positions)
+    del batches
+    t_grad, t_step = engine_step_time(params, counts, y, repeats=repeats)
+    out.update(usual_s=t_usual, engine_s=t_grad, step_s=t_step)
+    return out
+
+
 def engine_step_time(
     params: dict[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor,
     repeats: int = 5,
@@ -347,14 +409,16 @@ def scaling_table(
 
 
 def fit_linear_time(rows: Sequence[dict[str, float]]) -> tuple[float, float, float, float]:
-    """Least-squares fit ``ms = c0 + c1 nnz + c2 V d`` to :func:`scaling_table` rows.
+    """Least-squares fit ``ms = c0 + c1 nnz + c2 V d`` to :func:`scaling_table` rows (relative
+    residuals).
 
     Returns ``(c0, c1, c2, max_rel_residual)``: milliseconds, per stored count, per entry of
     ``E``, and the largest relative deviation of a measured time from the fit.
     """
     X = np.array([[1.0, r["nnz"], r["vd"]] for r in rows])
     t = np.array([r["ms"] for r in rows])
-    coef, *_ = np.linalg.lstsq(X, t, rcond=None)
+    # relative least squares: every setting counts equally, whatever its time
+    coef, *_ = np.linalg.lstsq(X / t[:, None], np.ones_like(t), rcond=None)
     resid = np.abs(X @ coef - t) / t
     return float(coef[0]), float(coef[1]), float(coef[2]), float(resid.max())
 
@@ -452,38 +516,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     T = int(counts.counts.sum())
     print(f"corpus: n={n} documents, V={V}, tokens={T}, stored counts nnz={counts.nnz}, d={d}")
 
-    params = _init(V, d, 0, torch.float32, device)
-    E, p, v = params["E"], params["p"], params["v"]
-
-    # (1) agreement and times of the usual implementation and the engine
-    batches = usual_batches(counts, args.max_positions, device)
-    print(f"usual implementation: {len(batches.ids)} mini-batches, "
-          f"{batches.n_positions} padded positions ({batches.n_positions / T:.3f} x tokens)")
-    t0 = time.perf_counter()
-    l_u, g_u = usual_loss_and_grads(E, p, v, batches, y, progress=True)
-    _sync(device)
-    t_usual = time.perf_counter() - t0
-    l_e, g_e = engine_loss_and_grads(E, p, v, counts, y)
-    loss_rel = abs(l_e - l_u) / abs(l_u)
-    grad_rel = [relative_difference(a, b) for a, b in zip(g_e, g_u)]
-    print(f"agreement: loss {l_e:.7f} vs {l_u:.7f} (relative {loss_rel:.1e}); gradients "
-          f"relative difference E {grad_rel[0]:.1e}, p {grad_rel[1]:.1e}, v {grad_rel[2]:.1e}")
-    if not (loss_rel <= 1e-5 and max(grad_rel) <= 1e-4):
+    cmp = compare_implementations(counts, y, dim=d, max_positions=args.max_positions,
+                                  usual_repeats=args.usual_repeats, repeats=args.repeats,
+                                  progress=True)
+    print(f"usual implementation: {cmp['batches']} mini-batches, {cmp['positions']} padded "
+          f"positions ({cmp['positions'] / T:.3f} x tokens)")
+    print(f"agreement: loss {cmp['loss_engine']:.7f} vs {cmp['loss_usual']:.7f} (relative "
+          f"{cmp['loss_rel']:.1e}); gradients relative difference E {cmp['grad_rel'][0]:.1e}, "
+          f"p {cmp['grad_rel'][1]:.1e}, v {cmp['grad_rel'][2]:.1e}")
+    if not (cmp["loss_rel"] <= 1e-5 and max(cmp["grad_rel"]) <= 1e-4):
         raise SystemExit("the engine and the usual implementation disagree")
-    del g_u, g_e
-    if args.usual_repeats > 1:
-        t_usual = min(t_usual, time_min(
-            lambda: usual_loss_and_grads(E, p, v, batches, y, progress=True),
-            args.usual_repeats - 1, device, warmup=0))
-    del batches
-    t_grad, t_step = engine_step_time(params, counts, y, repeats=args.repeats)
+    t_usual, t_grad, t_step = cmp["usual_s"], cmp["engine_s"], cmp["step_s"]
     speedup = t_usual / t_grad
     print(f"full-batch forward+backward: usual {t_usual:.3f} s, engine {1e3 * t_grad:.2f} ms "
           f"-> speed-up {speedup:.0f}x")
     print(f"engine training step (forward+backward+Adam): {1e3 * t_step:.2f} ms")
 
     # (3) bandwidth bound
-    bw = copy_bandwidth(device)
+    bw = copy_bandwidth(device, repeats=30)
     nbytes = minimum_bytes(counts, d)
     t_bound = nbytes / bw
     fraction = t_bound / t_grad
@@ -505,7 +555,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     # (5) scaling
     rows: list[dict[str, float]] = []
     if not args.no_scaling:
-        del params, E, p, v
         rows = scaling_table(counts, y, base_dim=d, repeats=args.repeats, progress=True)
         print(_table(rows))
         c0, c1, c2, worst = fit_linear_time(rows)
@@ -514,8 +563,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     print("times are minima over repetitions; other load on the machine only adds time")
     print(f"speedup={speedup:.1f} bound_fraction={fraction:.3f}")
     return dict(speedup=speedup, bound_fraction=fraction, t_usual=t_usual, t_grad=t_grad,
-                t_step=t_step, bandwidth=bw, bytes=nbytes, loss_rel=loss_rel,
-                grad_rel=grad_rel, two_layer=two, scaling=rows)
+                t_step=t_step, bandwidth=bw, bytes=nbytes, loss_rel=cmp["loss_rel"],
+                grad_rel=cmp["grad_rel"], two_layer=two, scaling=rows)
 
 
 def _cpu_name() -> str:

@@ -90,3 +90,9 @@ def test_compare_records_ignores_volatile_values():
     assert report.compare_records({"c": base}, {"c": other}) == []
     other["glued"]["x"] = 2.5
     assert len(report.compare_records({"c": base}, {"c": other})) == 1
+
+
+def test_padded_positions_matches_batches():
+    *_, counts = _counts(seed=2, n=30)
+    for cap in (1, 10, 25, 1000):
+        assert bench.padded_positions(counts, cap) == bench.usual_batches(counts, cap).n_positions
