@@ -167,43 +167,60 @@ def _source(cell: dict) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
+def _code_cell_results(notebook: dict) -> tuple[list[str | None], list[str], int | None]:
+    """Per code cell: the last result label stated before it, its source, and the index of the
+    code cell that calls start_chapter."""
+    current: str | None = None
+    labels: list[str | None] = []
+    sources: list[str] = []
+    start: int | None = None
+    for cell in notebook.get("cells", []):
+        text = _source(cell)
+        if cell.get("cell_type") == "markdown":
+            found = [m.group(2) for m in _RESULT.finditer(text)]
+            if found:
+                current = found[-1]
+        elif cell.get("cell_type") == "code":
+            if start is None and _START.search(text):
+                start = len(labels)
+            labels.append(current)
+            sources.append(text)
+    return labels, sources, start
+
+
 def result_labels(notebook: dict) -> dict[str, str]:
     """``{check name: label}``: each check of a notebook belongs to the last result (theorem,
     lemma, proposition, corollary, conjecture ...) stated in the markdown cells before it.
 
-    Only checks whose name is a string literal are found; an explicit ``check(..., result=)``
-    takes precedence over this (see :func:`attach_results`).
+    Only checks whose name is a string literal are found here; :func:`attach_results` also
+    places checks by the cell they ran in.
     """
-    current: str | None = None
+    labels, sources, _ = _code_cell_results(notebook)
     out: dict[str, str] = {}
-    for cell in notebook.get("cells", []):
-        text = _source(cell)
-        if cell.get("cell_type") == "markdown":
-            labels = [m.group(2) for m in _RESULT.finditer(text)]
-            if labels:
-                current = labels[-1]
-        elif cell.get("cell_type") == "code" and current:
+    for label, text in zip(labels, sources):
+        if label:
             for name in _CHECK.findall(text):
-                out.setdefault(name, current)
+                out.setdefault(name, label)
     return out
 
 
 def attach_results(records: dict[str, dict], notebooks: dict[str, dict]) -> None:
     """Fill in each recorded check's ``result`` label (in place) where it was not given.
 
-    ``notebooks`` maps chapter names to notebook JSON. A check whose name is computed at run
-    time gets the label shared by the other checks of its claim in its chapter, if they agree.
+    ``notebooks`` maps chapter names to notebook JSON. An explicit ``check(..., result=)`` is
+    kept; otherwise the check gets the last result stated before the code cell it ran in (the
+    record gives that cell as a count from ``start_chapter``'s cell), or, without the cell,
+    before the cell that names it.
     """
     for chapter, record in records.items():
-        labels = result_labels(notebooks.get(chapter, {}))
-        for chk in record["checks"]:
-            if not chk.get("result") and chk["name"] in labels:
-                chk["result"] = labels[chk["name"]]
-        by_claim: dict[str | None, set[str]] = {}
+        nb = notebooks.get(chapter, {})
+        labels, _, start = _code_cell_results(nb)
+        by_name = result_labels(nb)
         for chk in record["checks"]:
             if chk.get("result"):
-                by_claim.setdefault(chk.get("claim"), set()).add(chk["result"])
-        for chk in record["checks"]:
-            found = by_claim.get(chk.get("claim"), set())
-            if not chk.get("result") and len(found) == 1:
-                chk["result"] = next(iter(found))
+                continue
+            cell = chk.get("cell")
+            if cell is not None and start is not None and 0 <= start + cell < len(labels):
+                chk["result"] = labels[start + cell]
+            elif chk["name"] in by_name:
+                chk["result"] = by_name[chk["name"]]

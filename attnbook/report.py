@@ -65,6 +65,7 @@ class Check:
     passed: bool
     claim: str | None = None
     result: str | None = None
+    cell: int | None = None  # code cells completed since start_chapter's cell, when in IPython
 
 
 CHECKS: list[Check] = []
@@ -116,7 +117,10 @@ def _watch_cells() -> None:
     except ImportError:  # pragma: no cover - IPython ships with every Jupyter kernel
         return
     shell = get_ipython()
-    if shell is None or getattr(shell, "_attnbook_watching", False):
+    if shell is None:
+        return
+    _RUN["watching"] = True
+    if getattr(shell, "_attnbook_watching", False):
         return
 
     def _after_cell(result) -> None:
@@ -201,7 +205,9 @@ def check(
     if not math.isfinite(threshold):
         raise ValueError(f"check {name!r}: threshold is not finite ({threshold})")
     passed = bool(_RELATIONS[relation](value, threshold))
-    CHECKS.append(Check(_CHAPTER["name"], name, value, threshold, relation, passed, claim, result))
+    cell = _RUN.get("cells") if _RUN.get("watching") else None
+    CHECKS.append(Check(_CHAPTER["name"], name, value, threshold, relation, passed, claim, result,
+                        cell))
     glue(name, value, volatile=volatile)
     assert passed, f"check {name!r} failed: measured {value:.6g}, required {relation} {threshold:.6g}"
     return value

@@ -222,12 +222,18 @@ def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
             continue
         n_pass += status == "PASS"
         n_fail += status == "FAIL"
+        previous = None
         for i, chk in enumerate(row.checks):
-            where = _chapter_link(app, fromdoc, chk["chapter"])
-            link = _result_link(app, fromdoc, chk.get("result"))
-            if link is not None:
-                where += nodes.Text(", ")
-                where += link
+            source = (chk["chapter"], chk.get("result"))
+            if source == previous:  # same chapter and result as the row above
+                where = _text_para("〃")
+            else:
+                where = _chapter_link(app, fromdoc, chk["chapter"])
+                link = _result_link(app, fromdoc, chk.get("result"))
+                if link is not None:
+                    where += nodes.Text(", ")
+                    where += link
+            previous = source
             cells = [
                 where,
                 nodes.paragraph("", "", nodes.literal(text=chk["name"])),

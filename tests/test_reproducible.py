@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from attnbook import report
-from attnbook.dashboard import CLAIMS, chapter_name_in_notebook, claim_rows, other_checks, \
-    required_chapters
+from attnbook.dashboard import CLAIMS, attach_results, chapter_name_in_notebook, claim_rows, \
+    other_checks, required_chapters, result_labels
 from attnbook.report import RECORD_DIR_ENV, compare_records, load_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +80,7 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
     rec = json.loads((tmp_path / "ch.json").read_text())
     assert rec["glued"] == {"arr": [0, 1, 2], "t": 2.5, "label": "text", "stat": 0.25}
     assert rec["seeds"] == [7]
+    rec["checks"][0].pop("cell")  # set only inside IPython
     assert rec["checks"] == [{"chapter": "ch", "name": "stat", "value": 0.25, "threshold": 0.5,
                               "relation": "<=", "passed": True, "claim": "C1",
                               "result": "thm-x"}]
@@ -225,7 +226,6 @@ def test_citation_cites_the_paper():
 
 
 def test_checks_belong_to_the_last_result_before_them():
-    from attnbook.dashboard import attach_results, result_labels
 
     md = lambda s: {"cell_type": "markdown", "source": s}  # noqa: E731
     code = lambda s: {"cell_type": "code", "source": s}  # noqa: E731
@@ -238,11 +238,37 @@ def test_checks_belong_to_the_last_result_before_them():
         code("check('b1', y, 0.9, claim='C3')\nfor k in ks:\n    check(k + '_gap', 0, 1, claim='C3')"),
     ]}
     assert result_labels(nb) == {"a1": "lem-a", "b1": "thm-b"}
+    nb["cells"].insert(0, code("start_chapter('ch')"))
     records = {"ch": _record({}, [("a1", 1, True, "C1"), ("b1", 1, True, "C3"),
-                                  ("x_gap", 1, True, "C3"), ("early", 1, True, "setup")])}
-    records["ch"]["checks"][0]["result"] = "explicit"
+                                  ("x_gap", 1, True, "C3"), ("early", 1, True, "setup"),
+                                  ("y_gap", 1, True, "C3")])}
+    checks = records["ch"]["checks"]
+    checks[0]["result"] = "explicit"
+    checks[2]["cell"] = 3  # the loop cell: start cell + 3 code cells
     attach_results(records, {"ch": nb})
-    assert [c["result"] for c in records["ch"]["checks"]] == ["explicit", "thm-b", "thm-b", None]
+    assert [c["result"] for c in checks] == ["explicit", "thm-b", "thm-b", None, None]
+
+
+def test_checks_know_their_cell_in_a_kernel(tmp_path, monkeypatch):
+    """Executed in a kernel, each check records the code cell it ran in."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("from attnbook.report import check, start_chapter\nx = 1"),
+        nbformat.v4.new_markdown_cell("```{prf:lemma} L\n:label: lem-l\n```"),
+        nbformat.v4.new_code_cell("start_chapter('kern')"),
+        nbformat.v4.new_code_cell("check('a', 1.0, 0.0, claim='C1')"),
+        nbformat.v4.new_markdown_cell("```{prf:theorem} T\n:label: thm-t\n```"),
+        nbformat.v4.new_code_cell("for k in 'bc':\n    check(k, 1.0, 0.0, claim='C3')"),
+    ])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    records = load_records(tmp_path)
+    assert [c["cell"] for c in records["kern"]["checks"]] == [1, 2, 2]
+    assert records["kern"]["cells"] == 3
+    attach_results(records, {"kern": nb})
+    assert [c["result"] for c in records["kern"]["checks"]] == ["lem-l", "thm-t", "thm-t"]
 
 
 def test_chapters_are_quiet_and_self_seeded():
