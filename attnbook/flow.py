@@ -46,6 +46,7 @@ __all__ = [
     "direction_cosines",
     "one_step_problem",
     "value_gap",
+    "path_summary",
 ]
 
 
@@ -393,3 +394,39 @@ def value_gap(E: torch.Tensor, v: torch.Tensor, sequences: object, labels: objec
         if rest.size:
             out[i] = (y[i] * b[sel]).min() - (y[i] * b[rest]).max()
     return out
+
+
+def path_summary(path: FlowPath, p_mm: torch.Tensor | np.ndarray, late_from: float) -> dict[str, float]:
+    """Statistics of a flow path against the max-margin direction ``p_mm``.
+
+    ``late_from`` is the ``log t`` where the late phase starts; the late checkpoints are those
+    with ``log t >= late_from``. Returns
+
+    - ``cos_end``: ``cos(p(t_end), p_mm)``;
+    - ``max_rel_increase``: the largest relative increase of ``1 - cos`` between consecutive
+      late checkpoints (``<= 0`` when ``1 - cos`` decreases all through the late phase);
+    - ``slope_ratio``: the least-squares slope of ``||p(t)||`` against ``log t`` over the late
+      phase, divided by ``||p_mm||`` (the argument predicts one);
+    - ``angle_exponent``: ``k`` in the late-phase fit ``1 - cos ~ C (log t)^{-k}``;
+    - ``min_mass``: the smallest attention mass on the selected tokens at the end (``nan``
+      when the path recorded no selection);
+    - ``min_grad_along``: the smallest ``cos(-grad L, p_mm)`` recorded (``nan`` if none).
+    """
+    q = p_mm.detach().cpu().double().numpy() if isinstance(p_mm, torch.Tensor) else np.asarray(p_mm, float)
+    cos = path.cosines(q)
+    with np.errstate(divide="ignore"):
+        log_t = np.log(path.t)
+    late = log_t >= late_from
+    if late.sum() < 3:
+        raise ValueError(f"fewer than 3 checkpoints with log t >= {late_from}")
+    gap = 1.0 - cos[late]
+    slope = np.polyfit(log_t[late], path.norms[late], 1)[0]
+    k = -np.polyfit(np.log(log_t[late]), np.log(np.maximum(gap, 1e-300)), 1)[0]
+    return {
+        "cos_end": float(cos[-1]),
+        "max_rel_increase": float((np.diff(gap) / gap[:-1]).max()),
+        "slope_ratio": float(slope / np.linalg.norm(q)),
+        "angle_exponent": float(k),
+        "min_mass": float(path.selected_mass[-1].min()) if path.selected_mass.size else float("nan"),
+        "min_grad_along": float(path.grad_along.min()) if path.grad_along.size else float("nan"),
+    }
