@@ -199,60 +199,81 @@ def _fmt(x: float) -> str:
 
 
 # --------------------------------------------------------------------------- the two tables
+_REL = {">=": "≥", "<=": "≤"}
+
+
+def _chapter_short(app, fromdoc: str, chapter: str) -> nodes.Node:
+    """A link to a chapter by its number ("Chapter 2"), or its title when unnumbered."""
+    docname = app._attnbook_docnames.get(chapter, f"chapters/{chapter}")
+    number = ".".join(map(str, app.env.toc_secnumbers.get(docname, {}).get("", ())))
+    if number:
+        text = f"Chapter {number}"
+    else:
+        text = app.env.titles[docname].astext() if docname in app.env.titles else chapter
+    return make_refnode(app.builder, fromdoc, docname, "", nodes.Text(text))
+
+
 def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
     records = _build_records(app)
     rows = []
     n_pass = n_fail = n_open = 0
     for row in claim_rows(records):
         claim = row.claim
-        statement = nodes.paragraph(text=claim.statement)
-        statement += nodes.Text(" ")
-        statement += nodes.emphasis(text=f"({claim.source})")
+        head = nodes.paragraph()
+        head += nodes.strong(text=claim.id)
+        head += nodes.Text(" " + claim.statement + " ")
+        head += nodes.emphasis(text=f"({claim.source})")
+        first = nodes.container()
+        first += head
         if claim.caveat:
-            statement += nodes.Text(" ")
-            statement += nodes.emphasis(text=claim.caveat)
-        span = max(len(row.checks) - 1, 0)
+            first += nodes.paragraph("", "", nodes.emphasis(text=claim.caveat))
         status = row.status
         if status == "NOT CHECKED":
             n_open += 1
-            text = ("not verifiable as stated; see the caveat" if not claim.verifiable
-                    else "no check of this build is tagged with this claim")
-            rows.append([(_text_para(claim.id, bold=True), 0), (statement, 0), text, "", "", "",
+            rows.append([first, "—", "no check of this build is tagged with this claim",
                          _text_para("NOT CHECKED", bold=True)])
             continue
         n_pass += status == "PASS"
         n_fail += status == "FAIL"
-        previous = None
-        for i, chk in enumerate(row.checks):
+        where = nodes.line_block()
+        seen = []
+        for chk in row.checks:
             source = (chk["chapter"], chk.get("result"))
-            if source == previous:  # same chapter and result as the row above
-                where = _text_para("〃")
-            else:
-                where = _chapter_link(app, fromdoc, chk["chapter"])
-                link = _result_link(app, fromdoc, chk.get("result"))
-                if link is not None:
-                    where += nodes.Text(", ")
-                    where += link
-            previous = source
-            cells = [
-                where,
-                nodes.paragraph("", "", nodes.literal(text=chk["name"])),
-                _fmt(chk["value"]),
-                f"{chk['relation']} {_fmt(chk['threshold'])}",
-                _text_para("PASS" if chk["passed"] else "FAIL", bold=True),
-            ]
-            if i == 0:
-                cells = [(_text_para(claim.id, bold=True), span), (statement, span)] + cells
-            rows.append(cells)
-    table = _table(["Claim", "Statement", "Verified in", "Check", "Measured", "Threshold",
-                    "Result"], rows, widths=[5, 40, 20, 15, 8, 10, 7],
+            if source in seen:
+                continue
+            seen.append(source)
+            line = nodes.line()
+            line += _chapter_short(app, fromdoc, chk["chapter"])
+            link = _result_link(app, fromdoc, chk.get("result"))
+            if link is not None:
+                line += nodes.Text(", ")
+                line += link
+            where += line
+        measured = nodes.line_block()
+        for chk in row.checks:
+            line = nodes.line()
+            line += nodes.literal(text=chk["name"])
+            line += nodes.Text(f" = {_fmt(chk['value'])} "
+                               f"({_REL.get(chk['relation'], chk['relation'])} "
+                               f"{_fmt(chk['threshold'])})")
+            if not chk["passed"]:
+                line += nodes.strong(text=" FAILED")
+            measured += line
+        ok = sum(c["passed"] for c in row.checks)
+        verdict = _text_para(status, bold=True)
+        verdict += nodes.Text(f" {ok}/{len(row.checks)}")
+        rows.append([first, where, measured, verdict])
+    table = _table(["Claim (the book's statement; source)", "Verified in",
+                    "Measured (threshold)", "Result"], rows, widths=[42, 18, 32, 8],
                    classes=("attnbook-dashboard",))
     n_checks = sum(len(r["checks"]) for r in records.values())
+    n_passed = sum(c["passed"] for r in records.values() for c in r["checks"])
     summary = _text_para(
         f"This build: {n_pass} claims PASS, {n_fail} FAIL, {n_open} not checked; "
-        f"{n_checks} checks recorded in {len(records)} chapters, "
-        f"{sum(c['passed'] for r in records.values() for c in r['checks'])} passed "
-        f"(built {app.env.attnbook_build_started}).")
+        f"{n_passed} of {n_checks} checks passed in {len(records)} chapters "
+        f"(built {app.env.attnbook_build_started} UTC).")
+    logger.info(f"[attnbook] claims dashboard: {n_pass} PASS, {n_fail} FAIL, {n_open} not "
+                f"checked; {n_passed}/{n_checks} checks passed")
     out: list[nodes.Node] = [summary, table]
     others = other_checks(records)
     if others:
