@@ -231,6 +231,7 @@ def environment() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
+        "memory_gib": _memory_gib(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "versions": versions,
     }
@@ -242,6 +243,16 @@ def environment() -> dict[str, Any]:
     except ImportError:  # pragma: no cover
         pass
     return env
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _cpu_name() -> str:

@@ -71,6 +71,7 @@ def _on_builder_inited(app) -> None:
     folder.mkdir(parents=True)
     os.environ[RECORD_DIR_ENV] = str(folder)  # kernels started by MyST-NB inherit it
     os.environ[RUN_ID_ENV] = f"book-{time.time_ns()}-{os.getpid()}"
+    app._attnbook_t0 = time.time()
     app.env.attnbook_build_started = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -309,8 +310,10 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
                      str(rec["cells"]), f"{rec['elapsed_s']:.1f}", str(len(rec["glued"])),
                      f"{sum(c['passed'] for c in checks)} / {len(checks)}"])
     rows.append([_text_para("all chapters", bold=True), "", "", f"{total:.1f}", "", ""])
+    wall = time.time() - getattr(app, "_attnbook_t0", time.time())
     out: list[nodes.Node] = [
-        _text_para(f"Build of {app.env.attnbook_build_started} (UTC)."),
+        _text_para(f"Build of {app.env.attnbook_build_started} (UTC); reading and executing "
+                   f"all pages took {wall:.0f} s of wall-clock time."),
         _table(["Chapter", "Seeds", "Cells", "Run time (s)", "Glued values", "Checks passed"],
                rows, widths=[40, 10, 8, 12, 12, 12]),
     ]
@@ -328,13 +331,14 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
                        for k, v in software.items()], widths=[30, 30]))
     hardware = [
         ("CPU", first.get("cpu")), ("logical cores", first.get("cpu_count")),
+        ("memory", f"{first['memory_gib']:.0f} GiB" if first.get("memory_gib") else "unknown"),
         ("OMP_NUM_THREADS", first.get("OMP_NUM_THREADS") or "unset"),
         ("torch threads", first.get("torch_threads")),
         ("accelerator", first.get("accelerator") or "none (CPU only)"),
         ("platform", first.get("platform")),
     ]
     out.append(_text_para("Hardware:"))
-    out.append(_table(["", ""], [[k, str(v)] for k, v in hardware], widths=[20, 50]))
+    out.append(_table(["Item", "Value"], [[k, str(v)] for k, v in hardware], widths=[20, 50]))
     return out
 
 
