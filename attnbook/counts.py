@@ -81,6 +81,10 @@ class TokenCounts:
         ``(nnz,)`` int64; how often each of those tokens occurs (all >= 1).
     vocab_size:
         the number of tokens ``V``.
+
+    The object is immutable, and derived tensors (row ids, lengths, float counts, the sparse CSR
+    matrices of the count engine) are computed once and cached on it: do not modify its tensors
+    in place.
     """
 
     indptr: torch.Tensor

@@ -19,6 +19,7 @@ values and gradients.
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from .counts import TokenCounts, as_token_counts, validate_sequences
 
@@ -156,6 +157,7 @@ class _CountAttention(torch.autograd.Function):
         return f
 
     @staticmethod
+    @once_differentiable  # second derivatives: use the per-row path (_count_softmax_terms)
     def backward(ctx, g):  # type: ignore[override]
         E, p, v, u, b, den, f = ctx.saved_tensors
         r = g / den
