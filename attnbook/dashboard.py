@@ -58,8 +58,7 @@ CLAIMS: tuple[Claim, ...] = (
           "E_s·v weakens.", "authors' answers to reviewers"),
     Claim("C7c", "K classes: one step gives E_s·v_k proportional to a per-class signed "
           "frequency; E_s·v_k grows with the importance of s for class k.",
-          "authors' answers to reviewers",
-          caveat="The paper's Yelp data has 5 star classes; the book's Yelp copy decides K."),
+          "authors' answers to reviewers"),
     Claim("C7d", "Small embedding dimension: how much of the picture survives at practical d.",
           "question of the reviewers, not answered with data",
           caveat="No statement of the paper to verify: the book reports its own measurements."),
@@ -83,27 +82,56 @@ class ClaimRow:
         return "PASS" if all(c["passed"] for c in self.checks) else "FAIL"
 
 
-def _claim_ids(tag: str | None) -> list[str]:
-    """The dashboard rows a check's ``claim`` tag belongs to ("C6" means both C6a and C6b)."""
+def _parts(parent: str) -> list[Claim]:
+    return [c for c in CLAIMS if re.fullmatch(re.escape(parent.lower()) + r"[a-z]", c.id.lower())]
+
+
+def _row_id(tag: str | None) -> str | None:
+    """The dashboard row of a check's ``claim`` tag: a claim id ("C6a"), a parent ("C6", when
+    the chapter tags a check with the claim as a whole), or None (not a claim: "setup")."""
     if not tag:
-        return []
+        return None
     tag = tag.strip().lower()
     if tag in _IDS:
-        return [_IDS[tag].id]
-    return [c.id for c in CLAIMS if re.fullmatch(re.escape(tag) + r"[a-z]", c.id.lower())]
+        return _IDS[tag].id
+    parts = _parts(tag)
+    return parts[0].id[:-1] if parts else None
+
+
+def _combined(parent: str) -> Claim:
+    parts = _parts(parent)
+    caveats = " ".join(c.caveat for c in parts if c.caveat)
+    sources = sorted({c.source for c in parts})
+    return Claim(parent, " ".join(f"({c.id[-1]}) {c.statement}" for c in parts),
+                 "; ".join(sources), caveat=caveats)
 
 
 def claim_rows(records: dict[str, dict]) -> list[ClaimRow]:
     """One row per claim of :data:`CLAIMS`, with the checks of ``records`` tagged with it.
 
-    Checks are ordered by chapter, then in the order they ran.
+    A check tagged with a claim that has parts as a whole ("C6" for C6a and C6b) goes to one
+    combined row, which replaces the parts that have no check of their own. Checks are
+    ordered by chapter, then in the order they ran.
     """
-    rows = {c.id: ClaimRow(c) for c in CLAIMS}
+    by_id: dict[str, list[dict[str, Any]]] = {}
     for chapter in sorted(records):
         for chk in records[chapter]["checks"]:
-            for cid in _claim_ids(chk.get("claim")):
-                rows[cid].checks.append({**chk, "chapter": chapter})
-    return list(rows.values())
+            rid = _row_id(chk.get("claim"))
+            if rid is not None:
+                by_id.setdefault(rid, []).append({**chk, "chapter": chapter})
+    rows: list[ClaimRow] = []
+    done_parents: set[str] = set()
+    for claim in CLAIMS:
+        parent = claim.id[:-1] if claim.id[-1].isalpha() else None
+        if parent and parent in by_id:
+            if parent not in done_parents:
+                done_parents.add(parent)
+                rows.append(ClaimRow(_combined(parent), by_id[parent]))
+            if claim.id in by_id:
+                rows.append(ClaimRow(claim, by_id[claim.id]))
+            continue
+        rows.append(ClaimRow(claim, by_id.get(claim.id, [])))
+    return rows
 
 
 def other_checks(records: dict[str, dict]) -> dict[str, list[dict[str, Any]]]:
@@ -111,7 +139,7 @@ def other_checks(records: dict[str, dict]) -> dict[str, list[dict[str, Any]]]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for chapter in sorted(records):
         for chk in records[chapter]["checks"]:
-            if not _claim_ids(chk.get("claim")):
+            if _row_id(chk.get("claim")) is None:
                 groups.setdefault(chk.get("claim") or "untagged", []).append(
                     {**chk, "chapter": chapter})
     return groups

@@ -138,9 +138,17 @@ def test_claim_rows_pass_fail_and_unchecked():
                                       ("s", 1.0, True, "setup"), ("l", 1.0, True, "limits")]),
     }
     rows = {r.claim.id: r for r in claim_rows(records)}
-    assert list(rows) == [c.id for c in CLAIMS]
+    ids = [c.id for c in CLAIMS]
+    assert list(rows) == ids[:ids.index("C6a")] + ["C6"] + ids[ids.index("C6b") + 1:]
     assert rows["C1"].status == "PASS" and len(rows["C1"].checks) == 2
-    assert rows["C6a"].status == rows["C6b"].status == "FAIL"  # "C6" tags both parts
+    assert rows["C6"].status == "FAIL"  # "C6" tags the claim as a whole: one combined row
+    assert "(a) Untrained" in rows["C6"].claim.statement and "(b) One step" in rows["C6"].claim.statement
+    records["05_extensions"]["checks"].append({**records["05_extensions"]["checks"][0],
+                                               "name": "b", "claim": "C6b", "passed": True})
+    rows = {r.claim.id: r for r in claim_rows(records)}
+    assert "C6a" not in rows and rows["C6b"].status == "PASS" and rows["C6"].status == "FAIL"
+    assert not claim_rows({})[0].checks and claim_rows({})[0].status == "NOT CHECKED"
+    assert [r.claim.id for r in claim_rows({})] == ids
     assert rows["C7c"].status == "PASS" and rows["C7c"].checks[0]["chapter"] == "05_extensions"
     assert rows["C3"].status == "NOT CHECKED"
     assert set(other_checks(records)) == {"setup", "limits"}
