@@ -208,7 +208,7 @@ def _chapter_short(app, fromdoc: str, chapter: str) -> nodes.Node:
     docname = app._attnbook_docnames.get(chapter, f"chapters/{chapter}")
     number = ".".join(map(str, app.env.toc_secnumbers.get(docname, {}).get("", ())))
     if number:
-        text = f"Chapter {number}"
+        text = f"{'Section' if '.' in number else 'Chapter'} {number}"
     else:
         text = app.env.titles[docname].astext() if docname in app.env.titles else chapter
     return make_refnode(app.builder, fromdoc, docname, "", nodes.Text(text))
