@@ -44,6 +44,7 @@ __all__ = [
     "init_one_step",
     "OneStepResult",
     "run_one_step",
+    "run_one_step_multiclass",
     "sweep_one_step",
     "predicted_pearson",
     "pearson",
@@ -366,6 +367,46 @@ def run_one_step(
         vv=float(v @ v),
         first_order_increment=np64(first),
     )
+
+
+def run_one_step_multiclass(
+    counts: TokenCounts,
+    labels: object,
+    n_classes: int,
+    dim: int,
+    *,
+    init_scale: float,
+    eta: float,
+    cls_scale: float = 1.0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> dict[str, np.ndarray]:
+    """One step of the K-class model from :func:`init_one_step` (``W`` of shape ``(d, K)``).
+
+    Returns float64 ``(V, K)`` arrays: ``measured`` ``E^1 . v_k``, ``increment``
+    ``(E^1 - E^0) . v_k``, ``diagonal`` ``eta gamma_sk ||v_k||^2`` and ``full``
+    ``eta (gamma W^T W)_sk`` (:func:`predicted_class_alignment`), and ``gamma`` itself.
+    """
+    gen = torch.Generator().manual_seed(int(seed))
+    params = init_one_step(
+        counts.vocab_size, dim, init_scale=init_scale, cls_scale=cls_scale,
+        n_classes=n_classes, generator=gen, dtype=dtype, device=device,
+    )
+    gamma = class_signed_frequency(counts, labels, n_classes, counts.vocab_size)
+    E1 = one_gradient_step_multiclass(params, counts, labels, eta)
+    W = params["W"]
+
+    def np64(t: torch.Tensor) -> np.ndarray:
+        return t.detach().to("cpu", torch.float64).numpy()
+
+    return {
+        "measured": np64(E1 @ W),
+        "increment": np64((E1 - params["E"]) @ W),
+        "diagonal": np64(predicted_class_alignment(gamma, W, eta, cross_terms=False)),
+        "full": np64(predicted_class_alignment(gamma, W, eta, cross_terms=True)),
+        "gamma": gamma.numpy(),
+    }
 
 
 def sweep_one_step(

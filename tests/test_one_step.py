@@ -20,6 +20,7 @@ from attnbook.theory import (
     predicted_cls_alignment,
     predicted_value_alignment,
     run_one_step,
+    run_one_step_multiclass,
 )
 
 from conftest import random_problem
@@ -200,3 +201,12 @@ def test_first_order_coefficients_match_exact_ones_at_small_scale():
         c_v1, c_p1 = first_order_coefficients(E, params["p"], params["v"], seqs, y)
         assert float((c_v - c_v1).abs().max()) < tol
         assert float((c_p - c_p1).abs().max()) < tol
+
+
+def test_run_one_step_multiclass_shapes_and_small_init():
+    data = sample_multiclass_sequences(MulticlassSpec(), 500, np.random.default_rng(3))
+    out = run_one_step_multiclass(data.counts, data.labels, 4, 256, init_scale=1e-5, eta=1.0)
+    V = data.spec.vocab_size
+    for key in ("measured", "increment", "diagonal", "full", "gamma"):
+        assert out[key].shape == (V, 4)
+    assert pearson(out["increment"], out["full"]) > 0.999999
