@@ -101,7 +101,7 @@ def subsample_corpus(
 
 
 def bin_monotonicity(x: object, values: object, *, n_bins: int = 20, lo: float = -1.0,
-                     hi: float = 1.0, min_count: int = 5) -> float:
+                     hi: float = 1.0, min_count: int = 20) -> float:
     """Fraction of consecutive pairs of bins (each with at least ``min_count`` tokens) whose
     mean of ``values`` increases: 1 for an increasing profile, 0.5 for no trend."""
     stats = bin_statistics(x, values, n_bins, lo, hi)
@@ -118,7 +118,7 @@ def trend_statistics(
     *,
     shape: str = "monotone",
     n_boot: int = 200,
-    min_count: int = 5,
+    min_count: int = 20,
 ) -> dict[str, float]:
     """Spearman correlation (with a 95 % token bootstrap interval) and bin monotonicity.
 
