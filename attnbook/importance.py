@@ -48,6 +48,7 @@ __all__ = [
     "spearman",
     "RankCorrelation",
     "bootstrap_rank_correlation",
+    "plot_binned_scores",
 ]
 
 
@@ -268,3 +269,46 @@ def bootstrap_rank_correlation(
         raise ValueError("every bootstrap replicate was degenerate (constant x or y)")
     lo_q, hi_q = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
     return RankCorrelation(spearman(xs, ys), float(lo_q), float(hi_q), float(level), int(n_boot), int(n))
+
+
+def plot_binned_scores(
+    importance: object,
+    rows: "dict[str, tuple[object, object]]",
+    *,
+    n_bins: int = 20,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    xlabel: str = r"$P(1\mid s) - P(0\mid s)$",
+    color: str = "#264653",
+):
+    """The binned figure: for each entry ``label -> (E.v, E.p)`` of ``rows`` one row of two
+    panels (bin mean with a +-1 standard-deviation band of ``E_s.v`` and of ``E_s.p`` against the
+    importance bins), and a last row with the number of tokens per bin. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise ValueError("rows must hold at least one (E.v, E.p) pair")
+    x = _as_float_array(importance, "importance")
+    n = len(rows)
+    fig, axes = plt.subplots(
+        n + 1, 2, figsize=(9.0, 2.2 * n + 1.4), sharex=True,
+        gridspec_kw={"height_ratios": [1.0] * n + [0.55]},
+    )
+    for r, (label, (value, cls)) in enumerate(rows.items()):
+        for c, (vals, name) in enumerate(((value, r"$E_s \cdot v$"), (cls, r"$E_s \cdot p$"))):
+            st = bin_statistics(x, vals, n_bins, lo, hi)
+            ok = st["count"] > 0
+            ax = axes[r, c]
+            ax.fill_between(st["center"][ok], (st["mean"] - st["std"])[ok],
+                            (st["mean"] + st["std"])[ok], color=color, alpha=0.2, linewidth=0)
+            ax.plot(st["center"][ok], st["mean"][ok], "o-", color=color, markersize=3.5)
+            ax.axhline(0.0, color="0.6", linewidth=0.8)
+            ax.set_title(f"{label}: {name}", fontsize=10)
+    counts = bin_statistics(x, np.zeros_like(x), n_bins, lo, hi)
+    for c in range(2):
+        ax = axes[n, c]
+        ax.bar(counts["center"], counts["count"], width=(hi - lo) / n_bins * 0.9, color="0.6")
+        ax.set_yscale("log")
+        ax.set_ylabel("tokens")
+        ax.set_xlabel(xlabel)
+    return fig

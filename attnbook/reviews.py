@@ -16,15 +16,32 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from .counts import TokenCounts
 from .data import Vocabulary, load_reviews
+from .train import History, binary_loss_closure, fit
 
-__all__ = ["ReviewCorpus", "build_review_corpus", "prepare_reviews", "highlight_html"]
+__all__ = [
+    "ReviewCorpus",
+    "build_review_corpus",
+    "prepare_reviews",
+    "min_df_for_vocabulary_size",
+    "highlight_html",
+    "evaluate_binary",
+    "plateau_stop",
+    "train_on_reviews",
+    "token_scores",
+    "history_frame",
+    "ReviewExperimentConfig",
+    "ReviewExperiment",
+    "run_review_experiment",
+    "top_tokens",
+    "pick_examples",
+]
 
 
 @dataclass(frozen=True)
@@ -212,6 +229,19 @@ def prepare_reviews(name: str, min_df: int) -> ReviewCorpus:
     )
 
 
+def min_df_for_vocabulary_size(
+    texts: Sequence[str], target: int, candidates: Sequence[int] = tuple(range(1, 201))
+) -> tuple[int, dict[int, int]]:
+    """The ``min_df`` among ``candidates`` whose vocabulary size on ``texts`` is closest to
+    ``target`` (ties: the larger ``min_df``), and the size for every candidate."""
+    if target < 1 or not candidates:
+        raise ValueError("target must be positive and candidates non-empty")
+    df = Vocabulary.build(texts, 1).document_frequency
+    sizes = {int(k): int((df >= k).sum()) for k in candidates}
+    best = min(sizes, key=lambda k: (abs(sizes[k] - target), -k))
+    return best, sizes
+
+
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?", re.IGNORECASE)
 
 
@@ -266,3 +296,274 @@ def highlight_html(
                 f'border-radius: 3px" title="{w:.3g}">{esc}</span>'
             )
     return '<div style="line-height: 1.6; font-family: sans-serif">' + "".join(out) + "</div>"
+
+
+# --------------------------------------------------------------------------- training helpers
+def evaluate_binary(
+    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
+) -> dict[str, float]:
+    """Logistic loss, accuracy and balanced accuracy of the one-layer model on ``counts``.
+
+    Balanced accuracy is the mean of the accuracies on the positive and on the negative
+    sequences, the number to read on an imbalanced corpus (0.5 for a constant classifier).
+    """
+    from .losses import accuracy, logistic_loss
+    from .model import count_attention_output
+
+    with torch.no_grad():
+        f = count_attention_output(params["E"], params["p"], params["v"], counts)
+        y = labels.to(f.dtype)
+        correct = (f * y) > 0
+        pos = y > 0
+        balanced = 0.5 * (float(correct[pos].double().mean()) + float(correct[~pos].double().mean()))
+        return {
+            "loss": float(logistic_loss(f, y)),
+            "accuracy": accuracy(f, y),
+            "balanced_accuracy": balanced,
+        }
+
+
+def plateau_stop(rel_tol: float = 0.01, window: int = 5, key: str = "train_loss") -> Callable[[History], bool]:
+    """Stopping rule for :func:`attnbook.train.fit`: stop once the recorded ``key`` (by default
+    the training loss at the evaluation steps) fell by less than ``rel_tol`` (relative) over
+    the last ``window`` evaluations (``window * eval_every`` steps)."""
+    if not 0 < rel_tol < 1:
+        raise ValueError(f"rel_tol must be in (0, 1), got {rel_tol}")
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+
+    def stop(history: History) -> bool:
+        values = history.metrics.get(key, [])
+        if len(values) <= window:
+            return False
+        prev, last = values[-1 - window], values[-1]
+        return prev - last < rel_tol * abs(prev)
+
+    return stop
+
+
+def train_on_reviews(
+    params: Mapping[str, torch.Tensor],
+    corpus: ReviewCorpus,
+    *,
+    steps: int,
+    lr: float,
+    trainable: tuple[str, ...] = ("E", "p", "v"),
+    optimizer: str = "adam",
+    eval_every: int = 10,
+    rel_tol: float | None = 0.01,
+    window: int = 5,
+) -> History:
+    """Full-batch training of the binary model on the whole training split of ``corpus``.
+
+    A thin wrapper of :func:`attnbook.train.fit` with :func:`attnbook.train.binary_loss_closure`:
+    at step 0, every ``eval_every`` steps and at the end it records ``train_loss``,
+    ``train_accuracy``, ``test_loss``, ``test_accuracy`` and ``test_balanced_accuracy``
+    (:func:`evaluate_binary`). It stops after ``steps`` steps or earlier by
+    :func:`plateau_stop` with ``rel_tol`` and ``window`` (``rel_tol=None``: never early). ``params`` (``E``, ``p``,
+    ``v`` on one device) are updated in place; the test split is only evaluated, never used to
+    choose anything.
+    """
+    E = params["E"]
+    y_train = corpus.labels("train", dtype=E.dtype, device=E.device)
+    y_test = corpus.labels("test", dtype=E.dtype, device=E.device)
+    train, test = corpus.train.to(E.device), corpus.test.to(E.device)
+
+    def evaluate() -> dict[str, float]:
+        tr = evaluate_binary(params, train, y_train)
+        te = evaluate_binary(params, test, y_test)
+        return {
+            "train_loss": tr["loss"],
+            "train_accuracy": tr["accuracy"],
+            "test_loss": te["loss"],
+            "test_accuracy": te["accuracy"],
+            "test_balanced_accuracy": te["balanced_accuracy"],
+        }
+
+    return fit(
+        params,
+        binary_loss_closure(params, train, y_train),
+        steps=steps,
+        lr=lr,
+        optimizer=optimizer,
+        trainable=trainable,
+        evaluate=evaluate,
+        eval_every=eval_every,
+        stop=None if rel_tol is None else plateau_stop(rel_tol, window),
+    )
+
+
+def token_scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    """``(E_s . v, E_s . p)`` for every token, as float64 NumPy arrays."""
+    with torch.no_grad():
+        E = params["E"]
+        scores = E @ torch.stack((params["v"], params["p"]), dim=1)
+        out = scores.detach().to("cpu", torch.float64).numpy()
+    return out[:, 0].copy(), out[:, 1].copy()
+
+
+def history_frame(history: History) -> "pd.DataFrame":
+    """The evaluation records of a :class:`~attnbook.train.History` as a long DataFrame with
+    columns ``step``, ``split`` (train / test), ``metric`` (loss / accuracy) and ``value``."""
+    import pandas as pd
+
+    rows = []
+    for key, values in history.metrics.items():
+        split, _, metric = key.partition("_")
+        for step, value in zip(history.eval_steps, values):
+            rows.append({"step": step, "split": split, "metric": metric, "value": value})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- the experiment
+@dataclass(frozen=True)
+class ReviewExperimentConfig:
+    """Settings of :func:`run_review_experiment` (see the real-data chapter for the choices).
+
+    ``init_scale`` is the scale of the initial embeddings (rows of norm about ``init_scale``);
+    ``p`` and ``v`` start with norm about one. ``eta`` is the size of the single gradient step;
+    ``lr_full`` / ``steps_full`` drive the joint training of ``E, p, v`` and ``lr_head`` /
+    ``steps_head`` the training of ``p, v`` alone (the two ablations).
+    """
+
+    dim: int = 2048
+    init_scale: float = 0.01
+    eta: float = 1000.0
+    lr_full: float = 1e-3
+    steps_full: int = 200
+    lr_head: float = 1e-2
+    steps_head: int = 600
+    eval_every: int = 10
+    rel_tol: float = 0.01
+    window: int = 5
+    optimizer: str = "adam"
+    dtype: torch.dtype = torch.float32
+
+
+@dataclass
+class ReviewExperiment:
+    """The four models of the real-data chapter, trained on one corpus from one initialization.
+
+    ``params[k]`` are detached parameter dictionaries for ``k`` in ``"init"`` (``E^0, p^0,
+    v^0``), ``"full"`` (``E, p, v`` trained jointly), ``"random_E"`` (``E^0 / init_scale``, rows of
+    norm about one, kept fixed; ``p, v`` trained), ``"one_step"`` (``E^1``, one gradient step of
+    size ``eta`` on ``E`` from the initialization; ``p^0, v^0``) and ``"one_step_head"`` (``E^1``
+    kept fixed; ``p, v`` trained). ``histories`` and ``seconds`` hold the training record and
+    wall time of the three trained models.
+    """
+
+    config: ReviewExperimentConfig
+    params: dict[str, dict[str, torch.Tensor]]
+    histories: dict[str, History]
+    seconds: dict[str, float]
+
+
+def _detached(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: t.detach().clone() for k, t in params.items()}
+
+
+def run_review_experiment(
+    corpus: ReviewCorpus,
+    config: ReviewExperimentConfig,
+    *,
+    generator: torch.Generator,
+    device: torch.device | str | None = None,
+) -> ReviewExperiment:
+    """Initialize once and train the four models of :class:`ReviewExperiment`.
+
+    The initialization is :func:`attnbook.train.init_parameters` with unit scale for ``p`` and
+    ``v``; ``E^0`` is the same draw multiplied by ``config.init_scale``. The single step is
+    :func:`attnbook.one_step.one_gradient_step` (exact full-batch gradient of the logistic loss
+    on the whole training split); all training goes through :func:`train_on_reviews`.
+    """
+    import time
+
+    from .one_step import one_gradient_step
+    from .train import init_parameters
+
+    init = init_parameters(
+        corpus.vocab_size, config.dim, scale=1.0, generator=generator,
+        dtype=config.dtype, device=device,
+    )
+    init = _detached(init)
+    unit_E = init["E"]
+    init["E"] = unit_E * config.init_scale
+    y_train = corpus.labels("train", dtype=config.dtype, device=unit_E.device)
+    E1 = one_gradient_step(init, corpus.train.to(unit_E.device), y_train, config.eta)
+
+    starts = {
+        "full": (init, ("E", "p", "v"), config.lr_full, config.steps_full),
+        "random_E": ({**init, "E": unit_E}, ("p", "v"), config.lr_head, config.steps_head),
+        "one_step_head": ({**init, "E": E1}, ("p", "v"), config.lr_head, config.steps_head),
+    }
+    params = {"init": _detached(init), "one_step": _detached({**init, "E": E1})}
+    histories: dict[str, History] = {}
+    seconds: dict[str, float] = {}
+    for key, (start, trainable, lr, steps) in starts.items():
+        p = _detached(start)
+        t0 = time.perf_counter()
+        histories[key] = train_on_reviews(
+            p, corpus, steps=steps, lr=lr, trainable=trainable, optimizer=config.optimizer,
+            eval_every=config.eval_every, rel_tol=config.rel_tol, window=config.window,
+        )
+        seconds[key] = time.perf_counter() - t0
+        params[key] = _detached(p)
+    return ReviewExperiment(config, params, histories, seconds)
+
+
+# --------------------------------------------------------------------------- tables and examples
+def top_tokens(
+    corpus: ReviewCorpus,
+    values: np.ndarray,
+    k: int = 10,
+    *,
+    largest: bool = True,
+    extra: Mapping[str, np.ndarray] | None = None,
+    min_documents: int = 1,
+) -> "pd.DataFrame":
+    """The ``k`` tokens with the largest (or smallest) ``values`` among those in at least
+    ``min_documents`` training documents, with their training document frequency and any
+    ``extra`` per-token columns (for example the importance)."""
+    import pandas as pd
+
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (corpus.vocab_size,):
+        raise ValueError(f"values must have shape ({corpus.vocab_size},), got {values.shape}")
+    if not 1 <= k <= corpus.vocab_size:
+        raise ValueError(f"k must be in [1, {corpus.vocab_size}], got {k}")
+    eligible = corpus.vocabulary.document_frequency >= min_documents
+    if eligible.sum() < k:
+        raise ValueError(f"fewer than {k} tokens occur in {min_documents} or more documents")
+    order = np.argsort(-values if largest else values, kind="stable")
+    order = order[eligible[order]][:k]
+    table = {
+        "token": [corpus.vocabulary.tokens[i] for i in order],
+        "value": values[order],
+        "documents": corpus.vocabulary.document_frequency[order],
+    }
+    for name, col in (extra or {}).items():
+        table[name] = np.asarray(col)[order]
+    return pd.DataFrame(table)
+
+
+def pick_examples(
+    outputs: np.ndarray, labels: np.ndarray, lengths: np.ndarray, max_length: int = 80
+) -> dict[str, int]:
+    """Rows of three instructive short documents (at most ``max_length`` tokens): the most
+    confidently correct positive, the most confidently correct negative, and the most
+    confidently misclassified one. ``outputs`` are the model outputs ``f``, ``labels`` +-1."""
+    f = np.asarray(outputs, dtype=np.float64)
+    y = np.asarray(labels)
+    short = np.asarray(lengths) <= max_length
+    margin = y * f
+    picks = {}
+    for name, mask, score in (
+        ("positive", short & (y == 1) & (margin > 0), margin),
+        ("negative", short & (y == -1) & (margin > 0), margin),
+        ("misclassified", short & (margin < 0), -margin),
+    ):
+        if not mask.any():
+            raise ValueError(f"no short document qualifies as {name!r}; raise max_length")
+        rows = np.flatnonzero(mask)
+        picks[name] = int(rows[np.argmax(score[rows])])
+    return picks

@@ -72,3 +72,101 @@ def test_prepare_yelp_from_mirror():
     assert set(np.unique(c.train_stars)) <= {1, 2, 4, 5}
     assert np.all((c.train_stars >= 4) == (c.train_labels == 1))
     assert len(c.test_texts) == c.test.n_sequences
+
+
+# ----------------------------------------------------------------- training helpers and tables
+from attnbook.reviews import (  # noqa: E402
+    ReviewExperimentConfig,
+    evaluate_binary,
+    history_frame,
+    min_df_for_vocabulary_size,
+    pick_examples,
+    plateau_stop,
+    run_review_experiment,
+    token_scores,
+    top_tokens,
+    train_on_reviews,
+)
+from attnbook.train import History, init_parameters  # noqa: E402
+
+
+def _toy_corpus():
+    pos = ["good great fun", "great good", "fun good film", "good film great"]
+    neg = ["bad awful film", "awful bad", "bad boring film", "boring awful"]
+    texts = pos + neg
+    labels = [1] * 4 + [0] * 4
+    return build_review_corpus(texts, labels, texts[::-1], labels[::-1], min_df=1, name="toy")
+
+
+def test_min_df_for_vocabulary_size():
+    texts = ["a b c", "a b", "a"]
+    best, sizes = min_df_for_vocabulary_size(texts, 2, candidates=(1, 2, 3))
+    assert sizes == {1: 3, 2: 2, 3: 1} and best == 2
+    with pytest.raises(ValueError):
+        min_df_for_vocabulary_size(texts, 0)
+
+
+def test_plateau_stop():
+    h = History()
+    stop = plateau_stop(0.1, window=2)
+    for step, loss in enumerate([1.0, 0.5, 0.3]):
+        h.record(step, {"train_loss": loss})
+    assert not stop(h)  # fell by 70% over the last two evaluations
+    h.record(3, {"train_loss": 0.29})
+    h.record(4, {"train_loss": 0.285})
+    assert stop(h)  # 0.3 -> 0.285 is a 5% decrease
+    with pytest.raises(ValueError):
+        plateau_stop(0.0)
+    with pytest.raises(ValueError):
+        plateau_stop(0.1, window=0)
+
+
+def test_train_on_reviews_and_evaluate():
+    c = _toy_corpus()
+    gen = torch.Generator().manual_seed(0)
+    params = {k: t.detach() for k, t in init_parameters(c.vocab_size, 16, generator=gen).items()}
+    h = train_on_reviews(params, c, steps=60, lr=0.05, eval_every=10, rel_tol=None)
+    assert h.eval_steps[0] == 0 and h.eval_steps[-1] == 60
+    assert set(h.metrics) == {"train_loss", "train_accuracy", "test_loss", "test_accuracy",
+                              "test_balanced_accuracy"}
+    assert h.metrics["train_loss"][-1] < 0.1 * h.metrics["train_loss"][0]
+    ev = evaluate_binary(params, c.test, c.labels("test"))
+    assert ev["accuracy"] == 1.0 and ev["balanced_accuracy"] == 1.0
+    frame = history_frame(h)
+    assert set(frame["split"]) == {"train", "test"} and "balanced_accuracy" in set(frame["metric"])
+    value, cls = token_scores(params)
+    assert value.shape == cls.shape == (c.vocab_size,)
+    good, bad = c.vocabulary.id("good"), c.vocabulary.id("bad")
+    assert value[good] > 0 > value[bad]
+
+
+def test_run_review_experiment_small():
+    c = _toy_corpus()
+    cfg = ReviewExperimentConfig(dim=8, eta=10.0, steps_full=20, steps_head=20, dtype=torch.float64)
+    ex = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
+    assert set(ex.params) == {"init", "full", "random_E", "one_step", "one_step_head"}
+    # random E is the initial draw at unit scale, fixed; the one-step E is kept fixed too
+    torch.testing.assert_close(ex.params["random_E"]["E"], ex.params["init"]["E"] / cfg.init_scale)
+    torch.testing.assert_close(ex.params["one_step_head"]["E"], ex.params["one_step"]["E"])
+    assert not torch.equal(ex.params["one_step"]["E"], ex.params["init"]["E"])
+    assert set(ex.histories) == set(ex.seconds) == {"full", "random_E", "one_step_head"}
+    again = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(again.params["full"]["E"], ex.params["full"]["E"])
+
+
+def test_top_tokens_and_pick_examples():
+    c = _toy_corpus()
+    vals = np.arange(c.vocab_size, dtype=float)
+    t = top_tokens(c, vals, 2, extra={"x": -vals})
+    assert t["value"].tolist() == [c.vocab_size - 1, c.vocab_size - 2]
+    assert t["x"].tolist() == [-(c.vocab_size - 1), -(c.vocab_size - 2)]
+    b = top_tokens(c, vals, 1, largest=False, min_documents=3)
+    assert b["documents"].iloc[0] >= 3
+    with pytest.raises(ValueError):
+        top_tokens(c, vals[:-1], 2)
+    f = np.array([2.0, -1.0, 0.5, 3.0, -2.5])
+    y = np.array([1, -1, -1, 1, -1])
+    picks = pick_examples(f, y, np.array([5, 5, 5, 50, 5]), max_length=10)
+    assert picks == {"positive": 0, "negative": 4, "misclassified": 2}
+    with pytest.raises(ValueError, match="misclassified"):
+        pick_examples(f[:2], y[:2], np.array([1, 1]))
