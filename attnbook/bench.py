@@ -3,8 +3,9 @@
 Run ``python -m attnbook.bench`` (full IMDB train split, ``d = 2048``; ``--help`` for options).
 In one run it
 
-1. prepares the data as the real-data chapter does (:func:`attnbook.reviews.prepare_reviews`)
-   and times the tokenization and counting;
+1. prepares the training split with the vocabulary and encoding rules of :mod:`attnbook.data`
+   (those :func:`attnbook.reviews.prepare_reviews` applies for the real-data chapter; done here
+   step by step so that building the vocabulary and encoding are timed separately);
 2. computes the full-batch loss and its gradient with respect to ``E``, ``p`` and ``v`` by the
    *usual implementation* (:func:`usual_loss_and_grads`: padded sequences, one embedding lookup
    per position, masked softmax over positions, length-bucketed mini-batches whose gradients
