@@ -42,6 +42,7 @@ __all__ = [
     "FlowPath",
     "gradient_flow",
     "selected_mass",
+    "unselected_mass",
     "limit_selection",
     "direction_cosines",
     "one_step_problem",
@@ -145,6 +146,19 @@ def selected_mass(E: torch.Tensor, p: torch.Tensor, sequences: object, selected:
                           np.ones(counts.n_sequences))
     return _selected_mass(problem, problem._attention_and_gap(p.detach().to(torch.float64))[0],
                           _selection_mask(problem, selected))
+
+
+def unselected_mass(E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object) -> np.ndarray:
+    """Per sequence, the attention mass on the tokens *not* in ``selected[i]``.
+
+    Summed from the small terms themselves, so it keeps full relative precision when it is of
+    order ``1e-30`` (``1 - selected_mass`` would round to zero).
+    """
+    counts = as_token_counts(sequences, E.shape[0]).to(E.device)
+    problem = FlowProblem(E, torch.zeros(E.shape[1], dtype=E.dtype, device=E.device), counts,
+                          np.ones(counts.n_sequences))
+    pi = problem._attention_and_gap(p.detach().to(device=E.device, dtype=torch.float64))[0]
+    return _selected_mass(problem, pi, ~_selection_mask(problem, selected))
 
 
 def _selection_mask(problem: FlowProblem, selected: object) -> torch.Tensor:

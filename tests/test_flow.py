@@ -11,6 +11,7 @@ from attnbook.flow import (
     limit_selection,
     one_step_problem,
     selected_mass,
+    unselected_mass,
     value_gap,
 )
 from attnbook.losses import logistic_loss
@@ -108,6 +109,12 @@ def test_small_one_step_instance_converges():
     assert path.grad_along.min() > 0
     mass = selected_mass(E1, path.p_final, data.counts, data.important)
     np.testing.assert_allclose(mass, path.selected_mass[-1], atol=1e-12)
+    rest = unselected_mass(E1, path.p_final, data.counts, data.important)
+    assert (rest > 0).all() and rest.max() < 1e-6  # tiny but resolved, not rounded to zero
+    p_mid = torch.from_numpy(path.p[len(path.t) // 4])
+    np.testing.assert_allclose(
+        unselected_mass(E1, p_mid, data.counts, data.important)
+        + selected_mass(E1, p_mid, data.counts, data.important), 1.0, atol=1e-14)
     again = gradient_flow(E1, v, data.counts, data.labels, p0, log_t_max=40.0)
     np.testing.assert_array_equal(again.p, path.p)  # deterministic
 
