@@ -19,4 +19,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 export PYTHONHASHSEED=0
-export MPLBACKEND=Agg
+# No MPLBACKEND here: a Jupyter kernel that inherits MPLBACKEND=Agg shows no figures, and the
+# book's figure labels then go undefined. Without a display matplotlib picks Agg by itself.
