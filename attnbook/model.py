@@ -28,6 +28,7 @@ __all__ = [
     "attention_weights",
     "token_attention",
     "count_attention_output",
+    "count_heads_output",
     "dense_attention_output",
     "check_parameters",
 ]
@@ -125,55 +126,84 @@ class _RowShiftNeeded(Exception):
 
 
 class _CountAttention(torch.autograd.Function):
-    """``f`` for every row of a count matrix, with a hand-written backward.
+    """``f`` for every row of a count matrix and every head, with a hand-written backward.
 
-    Forward, with ``a = E p``, ``b = E v`` (one fused pass ``E @ [p, v]``) and the shift
+    Heads are the columns of ``W`` (``(d, K)``; the binary model has ``K = 1``, ``W = v``).
+    Forward, with ``a = E p``, ``B = E W`` (one fused pass ``E @ [p, W]``) and the shift
     ``M = max_s a_s`` taken over the *vocabulary*: ``u = exp(a - M)``, then one sparse product
-    ``A @ [u, u * b]`` with the ``(n, V)`` count matrix ``A`` gives the normaliser ``den`` and the
-    numerator ``num`` of every row, and ``f = num / den``. Softmax is shift invariant, so this is
+    ``A @ [u, u * B]`` with the ``(n, V)`` count matrix ``A`` gives the normaliser ``den`` and the
+    numerators ``num`` of every row, and ``f = num / den``. Softmax is shift invariant, so this is
     exact; it is *accurate* as long as no row's mass underflows, which is checked (``den_i >=
     T_i * sqrt(tiny)`` implies ``max_{s in X_i} a_s - M >= log(sqrt(tiny))``, so any term that
     underflows is below ``sqrt(tiny)`` relative to the row's largest term). When a row fails the
-    check the caller falls back to the per-row shift.
+    check, :class:`_RowShiftNeeded` is raised and the caller uses the per-row shift.
 
-    Backward: with ``r = g / den``, one product ``A^T @ [-r f, r]`` gives ``(gden, gnum)`` per
-    token; ``G_b = u * gnum``, ``G_a = u * (gden + b * gnum)``; ``dE = G_a p^T + G_b v^T`` (rank
-    two, written directly), ``dp = E^T G_a``, ``dv = E^T G_b``.
+    Backward: with ``R = G / den`` (``G`` the output gradient, ``(n, K)``) and
+    ``r_D = -sum_k R_k f_k``, one product ``A^T @ [r_D, R]`` gives ``(z_D, Z_N)`` per token;
+    ``G_B = u * Z_N``, ``G_a = u * (z_D + sum_k B_k Z_N,k)``; ``dE = G_a p^T + G_B W^T`` (rank
+    ``1 + K``, written directly), ``dp = E^T G_a``, ``dW = E^T G_B``.
     """
 
     @staticmethod
-    def forward(ctx, E, p, v, A, At, lengths):  # type: ignore[override]
-        scores = E @ torch.stack((p, v)).t()  # (V, 2)
-        a, b = scores[:, 0], scores[:, 1]
+    def forward(ctx, E, p, W, A, At, lengths):  # type: ignore[override]
+        scores = E @ torch.cat((p[None, :], W.t())).t()  # (V, 1 + K)
+        a, B = scores[:, 0], scores[:, 1:]
         u = torch.exp(a - a.max())
-        nd = A @ torch.stack((u, u * b), dim=1)  # (n, 2)
-        den, num = nd[:, 0], nd[:, 1]
+        nd = A @ torch.cat((u[:, None], u[:, None] * B), dim=1)  # (n, 1 + K)
+        den, num = nd[:, 0], nd[:, 1:]
         tiny = torch.finfo(E.dtype).tiny
         if not bool((den >= lengths * tiny**0.5).all()):
             raise _RowShiftNeeded
-        f = num / den
-        ctx.save_for_backward(E, p, v, u, b, den, f)
+        f = num / den[:, None]
+        ctx.save_for_backward(E, p, W, u, B, den, f)
         ctx.At = At
         return f
 
     @staticmethod
     @once_differentiable  # second derivatives: use the per-row path (_count_softmax_terms)
     def backward(ctx, g):  # type: ignore[override]
-        E, p, v, u, b, den, f = ctx.saved_tensors
-        r = g / den
-        z = ctx.At @ torch.stack((-r * f, r), dim=1)  # (V, 2)
+        E, p, W, u, B, den, f = ctx.saved_tensors
+        R = g / den[:, None]
+        rD = -(R * f).sum(dim=1)
+        z = ctx.At @ torch.cat((rD[:, None], R), dim=1)  # (V, 1 + K)
+        K = W.shape[1]
         G = torch.empty_like(z)
-        torch.mul(u, z[:, 1], out=G[:, 1])  # G_b
-        torch.addcmul(z[:, 0], b, z[:, 1], out=G[:, 0]).mul_(u)  # G_a
-        dE = dp = dv = None
+        torch.mul(u[:, None], z[:, 1:], out=G[:, 1:])  # G_B
+        if K == 1:
+            torch.addcmul(z[:, 0], B[:, 0], z[:, 1], out=G[:, 0])
+        else:
+            torch.add(z[:, 0], (B * z[:, 1:]).sum(dim=1), out=G[:, 0])
+        G[:, 0].mul_(u)  # G_a
+        dE = dp = dW = None
         if ctx.needs_input_grad[0]:
             dE = _empty_like_large(E)
             torch.mul(G[:, 0:1], p, out=dE)
-            dE.addcmul_(G[:, 1:2], v)
+            if K <= 8:  # a few axpy passes beat a matrix product of inner size K
+                Wt = W.t().contiguous()
+                for k in range(K):
+                    dE.addcmul_(G[:, k + 1 : k + 2], Wt[k])
+            else:
+                dE.addmm_(G[:, 1:], W.t())
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            dpv = G.t() @ E  # (2, d)
-            dp, dv = dpv[0], dpv[1]
-        return dE, dp, dv, None, None, None
+            GtE = G.t() @ E  # (1 + K, d)
+            dp, dW = GtE[0], GtE[1:].t()
+        return dE, dp, dW, None, None, None
+
+
+def count_heads_output(
+    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+) -> torch.Tensor | None:
+    """``(n, K)`` outputs ``sum_s pi_s(X_i) (E_s . W_k)`` by two sparse products per gradient.
+
+    No input validation. Returns ``None`` when some row's attention mass would underflow under
+    the vocabulary-wide shift (very large ``||p||``); the caller then uses a per-row shift.
+    """
+    A, At = counts.sparse_matrices(E.dtype)
+    lengths = counts._cached(("lengths", E.dtype), lambda: counts.lengths.to(E.dtype))
+    try:
+        return _CountAttention.apply(E, p, W, A, At, lengths)
+    except _RowShiftNeeded:
+        return None
 
 
 def count_attention_output(
@@ -185,12 +215,9 @@ def count_attention_output(
     to the per-row max shift of :func:`_count_softmax_terms` when a row's attention mass would
     underflow under the vocabulary-wide shift (very large ``||p||``).
     """
-    A, At = counts.sparse_matrices(E.dtype)
-    lengths = counts._cached(("lengths", E.dtype), lambda: counts.lengths.to(E.dtype))
-    try:
-        return _CountAttention.apply(E, p, v, A, At, lengths)
-    except _RowShiftNeeded:
-        pass
+    out = count_heads_output(E, p, v[:, None], counts)
+    if out is not None:
+        return out[:, 0]
     w, b_tok, den, rows = _count_softmax_terms(E, p, v, counts)
     num = torch.zeros_like(den).index_add(0, rows, w * b_tok)
     return num / den

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .counts import TokenCounts, as_token_counts
-from .model import _segment_max, check_parameters
+from .model import _segment_max, check_parameters, count_heads_output
 
 __all__ = ["multiclass_output", "as_class_labels", "cross_entropy_loss"]
 
@@ -27,6 +27,16 @@ def multiclass_output(
     if W.shape[0] != E.shape[1] or W.dtype != E.dtype or W.device != E.device:
         raise ValueError(f"W must be ({E.shape[1]}, K) with E's dtype and device")
     counts: TokenCounts = as_token_counts(sequences, E.shape[0]).to(E.device)
+    out = count_heads_output(E, p, W, counts)  # two sparse products per gradient
+    if out is not None:
+        return out
+    return _multiclass_row_shift(E, p, W, counts)
+
+
+def _multiclass_row_shift(
+    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+) -> torch.Tensor:
+    """The same scores with a per-row max shift (for very large ``||p||``)."""
     scores = E @ torch.cat((p[:, None], W), dim=1)  # (V, 1 + K)
     a_tok = scores[counts.token_ids, 0]
     b_tok = scores[counts.token_ids, 1:]

@@ -96,3 +96,20 @@ def test_padded_positions_matches_batches():
     *_, counts = _counts(seed=2, n=30)
     for cap in (1, 10, 25, 1000):
         assert bench.padded_positions(counts, cap) == bench.usual_batches(counts, cap).n_positions
+
+
+@pytest.mark.parametrize("K", [1, 3, 10])
+def test_multihead_engine_matches_row_shift_path(K):
+    from attnbook.multiclass import _multiclass_row_shift, cross_entropy_loss, multiclass_output
+
+    E, p, v, seqs, y, counts = _counts(seed=7, V=25, n=15)
+    W = torch.from_numpy(np.random.default_rng(K).normal(size=(E.shape[1], K)))
+    labels = torch.from_numpy(np.random.default_rng(0).integers(0, K, size=counts.n_sequences))
+    grads = []
+    for fn in (multiclass_output, _multiclass_row_shift):
+        leaves = [t.clone().requires_grad_(True) for t in (E, p, W)]
+        out = fn(*leaves, counts)
+        grads.append((out.detach(), torch.autograd.grad(cross_entropy_loss(out, labels), leaves)))
+    assert torch.allclose(grads[0][0], grads[1][0], atol=1e-12)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        assert torch.allclose(a, b, atol=1e-12)
