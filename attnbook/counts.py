@@ -219,9 +219,10 @@ class TokenCounts:
 
     def to(self, device: torch.device | str) -> "TokenCounts":
         """The same counts on another device (``self`` when already there, keeping its caches)."""
-        if torch.device(device) == self.device or (
-            torch.device(device).type == self.device.type and torch.device(device).index is None
-        ):
+        target = torch.device(device)
+        if target.type == "cuda" and target.index is None:
+            target = torch.device("cuda", torch.cuda.current_device())
+        if target == self.device:
             return self
         return TokenCounts(
             self.indptr.to(device),
