@@ -27,14 +27,16 @@ if [ "$book_rc" -ne 0 ]; then
   grep -E "WARNING|ERROR|Error" _build/book.log | head -40 || true
 fi
 same_rc=0
+same="skipped (needs both runs to pass)"
 if [ "$tests_rc" -eq 0 ] && [ "$book_rc" -eq 0 ]; then
   echo "[attnbook] comparing the numbers of the two executions (nbval and book build)"
   set +e
   ATTNBOOK_COMPARE_RECORDS="$records:$ROOT/_build/records/book" \
-    python -m pytest -q -p no:cacheprovider tests/test_reproducible.py -k two_executions
+    python -m pytest -q -s -p no:cacheprovider tests/test_reproducible.py -k two_executions
   same_rc=$?
+  same="exit $same_rc"
   set -e
 fi
-echo "[attnbook] tests exit $tests_rc, book exit $book_rc, same numbers exit $same_rc," \
+echo "[attnbook] tests exit $tests_rc, book exit $book_rc, same numbers $same," \
   "$(( $(date +%s) - start )) s"
 [ "$tests_rc" -eq 0 ] && [ "$book_rc" -eq 0 ] && [ "$same_rc" -eq 0 ]

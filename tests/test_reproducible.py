@@ -32,12 +32,16 @@ def test_two_executions_identical_numbers():
         pytest.skip("set ATTNBOOK_COMPARE_RECORDS=<records a>:<records b> (scripts/test.sh does)")
     a_dir, b_dir = spec.split(":")
     a, b = load_records(a_dir), load_records(b_dir)
-    assert a, f"no records in {a_dir}"
-    assert set(a) == set(b), f"chapters recorded: {sorted(a)} vs {sorted(b)}"
+    assert b, f"no records in {b_dir}"
+    # every page of the book (b) was also run by nbval (a); nbval may run more notebooks
+    assert set(b) <= set(a), f"not run by both: {sorted(set(b) - set(a))}"
+    a = {k: a[k] for k in b}
     problems = compare_records(a, b)
     assert not problems, "the two executions differ:\n" + "\n".join(problems)
     n_values = sum(len(r["glued"]) for r in a.values())
-    print(f"{len(a)} chapters, {n_values} glued values identical in both executions")
+    n_volatile = sum(len(r.get("volatile", ())) for r in a.values())
+    print(f"{len(a)} chapters: {n_values - n_volatile} glued values identical in both "
+          f"executions ({n_volatile} measured times exempt)")
 
 
 def _execute(notebook: Path, record_dir: Path, monkeypatch) -> dict:
