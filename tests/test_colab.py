@@ -73,16 +73,18 @@ def _colab_base() -> Path:
     if (base / "COMPLETE").is_file():
         return base
     scratch = Path(tempfile.mkdtemp(prefix=f"{base.name}.", dir=base.parent))
-    venv = scratch / "venv"
-    _run([py, "-m", "venv", str(venv)], env=_clean_env())
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *COLAB_PACKAGES],
-         env=_clean_env(), timeout=900)
-    (venv / "COMPLETE").write_text("\n".join(COLAB_PACKAGES) + "\n")
     try:
-        venv.rename(base)  # atomic: a base is either complete or absent
-    except OSError:  # another run finished first; use its copy
-        pass
-    shutil.rmtree(scratch, ignore_errors=True)
+        venv = scratch / "venv"
+        _run([py, "-m", "venv", str(venv)], env=_clean_env())
+        _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *COLAB_PACKAGES],
+             env=_clean_env(), timeout=900)
+        (venv / "COMPLETE").write_text("\n".join(COLAB_PACKAGES) + "\n")
+        try:
+            venv.rename(base)  # atomic: a base is either complete or absent
+        except OSError:  # another run finished first; use its copy
+            pass
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return base
 
 
