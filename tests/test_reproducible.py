@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -312,3 +313,62 @@ def test_volatile_values_are_not_compared(tmp_path, monkeypatch):
     assert compare_records(*runs) == []
     runs[1]["perf"]["glued"]["n"] = 4
     assert compare_records(*runs) == ["perf: 'n' differs: 3 vs 4"]
+
+
+# --------------------------------------------------------------------------- a real build
+def _mini_book(folder: Path, chapter_code: str) -> Path:
+    import nbformat
+
+    folder.mkdir()
+    (folder / "_config.yml").write_text(
+        "title: mini\nexecute:\n  execute_notebooks: force\n"
+        "sphinx:\n  extra_extensions:\n    - sphinx_proof\n    - attnbook.sphinxext\n")
+    (folder / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n  - file: repro\n")
+    (folder / "intro.md").write_text("# Mini\n\n```{claims-dashboard}\n```\n")
+    (folder / "repro.md").write_text("# Repro\n\n```{run-report}\n```\n")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Chapter\n\n```{prf:lemma} L\n:label: lem-mini\n\nS.\n```"),
+        nbformat.v4.new_code_cell(chapter_code),
+    ])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, folder / "ch1.ipynb")
+    return folder
+
+
+def _build(folder: Path) -> subprocess.CompletedProcess:
+    import shutil
+    import sys
+
+    exe = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or "jupyter-book"
+    env = {k: v for k, v in os.environ.items() if k != RECORD_DIR_ENV}
+    return subprocess.run([exe, "build", str(folder), "-W", "-n"], capture_output=True,
+                          text=True, env=env, timeout=600)
+
+
+def test_dashboard_in_a_real_build(tmp_path):
+    """The extension renders PASS rows from this build's records, and the run report."""
+    book = _mini_book(tmp_path / "ok", "from attnbook.report import check, start_chapter\n"
+                      "from attnbook.utils import seed_everything\n"
+                      "start_chapter('ch1')\nrng = seed_everything(5)\n"
+                      "check('mini_stat', 0.5, 0.25, '>=', claim='C1');")
+    proc = _build(book)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = (book / "_build" / "html" / "intro.html").read_text()
+    assert "mini_stat" in html and "PASS" in html and "NOT CHECKED" in html
+    assert "Lemma 1" in html  # the check is linked to the lemma stated before it
+    assert (book / "_build" / "records" / "book" / "ch1.json").is_file()
+    report_html = (book / "_build" / "html" / "repro.html").read_text()
+    assert "Run time (s)" in report_html and ">5<" in report_html  # the seed
+
+
+def test_build_fails_without_a_chapter_record(tmp_path):
+    """A chapter that calls start_chapter but leaves no record stops the build (no stale data)."""
+    book = _mini_book(tmp_path / "stale", "from attnbook.report import start_chapter\n"
+                      "if False:\n    start_chapter('ch1')")
+    stale = book / "_build" / "records" / "book"
+    stale.mkdir(parents=True)
+    (stale / "ch1.json").write_text("{}")  # an old record is wiped, not used
+    proc = _build(book)
+    assert proc.returncode != 0
+    assert "no record of this build for the chapter(s) ['ch1']" in proc.stdout + proc.stderr
