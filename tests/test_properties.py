@@ -266,3 +266,63 @@ def test_huge_p_stays_finite(scale):
     f = attention_output(E, p, v, seqs)
     assert torch.isfinite(f).all()
     close(f, dense_attention_output(E, p, v, seqs))
+
+
+# --------------------------------------------------------------------------- max-margin
+@st.composite
+def separable_selections(draw):
+    """E with linearly independent rows (V <= d) and sequences that each select their token of
+    highest rank under one global ranking: such a selection is always separable."""
+    V = draw(st.integers(2, 6))
+    d = V + draw(st.integers(0, 3))
+    n = draw(st.integers(1, 5))
+    gen = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    E = gen.normal(size=(V, d))
+    rank = gen.permutation(V)
+    seqs, selected = [], []
+    for _ in range(n):
+        distinct = gen.choice(V, size=draw(st.integers(2, V)), replace=False)
+        seq = np.concatenate([distinct, gen.choice(distinct, size=draw(st.integers(0, 4)))])
+        seqs.append(gen.permutation(seq))
+        selected.append(int(distinct[np.argmax(rank[distinct])]))
+    return E, seqs, selected, gen
+
+
+MM_SETTINGS = settings(max_examples=15, deadline=None, derandomize=True, database=None,
+                       suppress_health_check=[HealthCheck.too_slow])
+
+
+@MM_SETTINGS
+@given(separable_selections())
+def test_max_margin_kkt(problem):
+    """p_mm is feasible (margins >= 1), a non-negative combination of the constraint rows, and
+    only tight constraints carry weight (complementary slackness)."""
+    from attnbook.max_margin import max_margin_solution
+
+    E, seqs, selected, _ = problem
+    sol = max_margin_solution(torch.from_numpy(E), seqs, selected)
+    assert sol.margins.min() >= 1 - 1e-6
+    np.testing.assert_allclose(sol.differences.T @ sol.dual, sol.p, atol=1e-6)
+    assert (sol.dual >= 0).all()
+    assert np.all(sol.dual * (sol.margins - 1) <= 1e-6)
+
+
+@MM_SETTINGS
+@given(separable_selections(), st.sampled_from([0.5, 3.0]))
+def test_max_margin_equivariance(problem, c):
+    """Scaling E by c scales p_mm by 1/c; rotating E's columns by Q rotates p_mm by Q; the
+    order of the sequences and of the tokens inside them does not matter."""
+    from attnbook.max_margin import max_margin_solution
+
+    E, seqs, selected, gen = problem
+    base = max_margin_solution(torch.from_numpy(E), seqs, selected).p
+    np.testing.assert_allclose(max_margin_solution(torch.from_numpy(c * E), seqs, selected).p,
+                               base / c, atol=1e-6)
+    Q, _ = np.linalg.qr(gen.normal(size=(E.shape[1], E.shape[1])))
+    np.testing.assert_allclose(max_margin_solution(torch.from_numpy(E @ Q), seqs, selected).p,
+                               Q.T @ base, atol=1e-6)
+    order = gen.permutation(len(seqs))
+    shuffled = [gen.permutation(seqs[i]) for i in order]
+    np.testing.assert_allclose(
+        max_margin_solution(torch.from_numpy(E), shuffled, [selected[i] for i in order]).p,
+        base, atol=1e-6)
