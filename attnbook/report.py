@@ -233,6 +233,8 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "memory_gib": _memory_gib(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "data_source": ("local mirror (ATTNBOOK_DATA_DIR)" if os.environ.get("ATTNBOOK_DATA_DIR")
+                        else "Hugging Face hub"),
         "versions": versions,
     }
     try:

@@ -336,8 +336,9 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
         ("torch threads", first.get("torch_threads")),
         ("accelerator", first.get("accelerator") or "none (CPU only)"),
         ("platform", first.get("platform")),
+        ("data", first.get("data_source", "unknown")),
     ]
-    out.append(_text_para("Hardware:"))
+    out.append(_text_para("Hardware and data:"))
     out.append(_table(["Item", "Value"], [[k, str(v)] for k, v in hardware], widths=[20, 50]))
     return out
 
