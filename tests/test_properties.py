@@ -326,3 +326,27 @@ def test_max_margin_equivariance(problem, c):
     np.testing.assert_allclose(
         max_margin_solution(torch.from_numpy(E), shuffled, [selected[i] for i in order]).p,
         base, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- bad input
+_junk_token = st.one_of(st.integers(-3, 12), st.floats(allow_nan=True), st.booleans(),
+                        st.text(max_size=2), st.none())
+_junk_sequence = st.one_of(st.lists(_junk_token, max_size=5),
+                           st.lists(st.lists(st.integers(0, 5), max_size=3), max_size=3),
+                           st.integers(), st.text(max_size=3))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.one_of(st.lists(_junk_sequence, max_size=4), _junk_sequence, st.none()))
+def test_any_input_either_works_or_raises_value_error(sequences):
+    """Whatever is passed as sequences, the model either computes (valid input) or raises a
+    ValueError; never an IndexError, TypeError or a silent wrong answer."""
+    E, p, v = torch.ones(10, 2, dtype=torch.float64), torch.ones(2, dtype=torch.float64), \
+        torch.ones(2, dtype=torch.float64)
+    for fn in (attention_output, dense_attention_output):
+        try:
+            out = fn(E, p, v, sequences)
+        except ValueError:
+            continue
+        assert out.shape == (len(sequences),)
+        torch.testing.assert_close(out, torch.full_like(out, 2.0))  # every E_s.v is 2
