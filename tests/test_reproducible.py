@@ -45,6 +45,19 @@ def test_two_executions_identical_numbers():
           f"executions ({n_volatile} measured times exempt)")
 
 
+def test_every_claim_is_checked_by_the_book():
+    """In the book's records, every claim the book can verify has checks, and all passed."""
+    spec = os.environ.get("ATTNBOOK_COMPARE_RECORDS")
+    if not spec:
+        pytest.skip("set ATTNBOOK_COMPARE_RECORDS=<records a>:<records b> (scripts/test.sh does)")
+    rows = claim_rows(load_records(spec.split(":")[1]))
+    unchecked = [r.claim.id for r in rows if r.claim.verifiable and not r.checks]
+    assert not unchecked, f"claims without a check in the book: {unchecked}"
+    failed = [r.claim.id for r in rows if r.status == "FAIL"]
+    assert not failed, f"claims with a failed check: {failed}"
+    print(" ".join(f"{r.claim.id}:{r.status}({len(r.checks)})" for r in rows))
+
+
 def _execute(notebook: Path, record_dir: Path, monkeypatch) -> dict:
     import nbformat
     from nbclient import NotebookClient
