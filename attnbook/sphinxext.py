@@ -13,6 +13,12 @@ runs in every build. After all chapters ran, when pages are written, it replaces
 It stops the build with an error when a chapter that calls ``start_chapter`` left no record of
 this build, when a record belongs to another build, or when a chapter's cells raised: the
 dashboard never shows stale or partial numbers.
+
+Order of execution: MyST-NB executes a notebook while Sphinx *reads* it (in sorted docname
+order, so ``chapters/...`` before ``intro``), and the two tables are built only when pages are
+*written*, which starts after every document has been read. The order in which pages are read
+therefore does not matter. The book needs ``execute_notebooks: force``: with ``cache`` a chapter
+whose cached outputs are reused does not run and leaves no record, and the build stops.
 """
 
 from __future__ import annotations
