@@ -77,7 +77,7 @@ def _count_softmax_terms(
     rows = counts.row_ids
     n = counts.n_sequences
     shift = _segment_max(a_tok, rows, n)
-    w = counts.counts.to(E.dtype) * torch.exp(a_tok - shift[rows])
+    w = counts.float_counts(E.dtype) * torch.exp(a_tok - shift[rows])
     den = torch.zeros(n, dtype=E.dtype, device=E.device).index_add(0, rows, w)
     return w, b_tok, den, rows
 
