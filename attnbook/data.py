@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -202,17 +203,15 @@ class Vocabulary:
         docs = _tokenize_all(texts)
         if not docs:
             raise ValueError("cannot build a vocabulary from no texts")
-        flat = list(chain.from_iterable(docs))
-        codes, uniques = pd.factorize(pd.Series(flat, dtype=object), sort=False)
-        rows = np.repeat(np.arange(len(docs)), [len(d) for d in docs])
-        pairs = np.unique(rows.astype(np.int64) * len(uniques) + codes)
-        df = np.bincount(pairs % len(uniques), minlength=len(uniques))
-        keep = np.flatnonzero(df >= min_df)
-        if keep.size == 0:
+        # document frequency: count each document's distinct tokens once
+        counter = Counter(chain.from_iterable(map(set, docs)))
+        kept = [(w, c) for w, c in counter.items() if c >= min_df]
+        if not kept:
             raise ValueError(f"no token occurs in {min_df} or more documents")
-        words = np.asarray(uniques, dtype=object)[keep]
-        order = np.lexsort((words.astype(str), -df[keep]))
-        return cls(tuple(words[order].tolist()), df[keep][order].astype(np.int64), int(min_df))
+        words = np.array([w for w, _ in kept], dtype=object)
+        df = np.array([c for _, c in kept], dtype=np.int64)
+        order = np.lexsort((words.astype(str), -df))
+        return cls(tuple(words[order].tolist()), df[order], int(min_df))
 
     def encode(self, texts: Sequence[str], *, drop_empty: bool = False) -> EncodedCorpus:
         """Token counts of ``texts`` over this vocabulary (vectorised).
