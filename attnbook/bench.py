@@ -515,6 +515,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     from .utils import default_device
 
     device = torch.device(args.device) if args.device else default_device()
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda was asked for, but torch sees no CUDA device")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
     print(f"device: {device} ({name}), torch {torch.__version__}, "
           f"{torch.get_num_threads()} CPU thread(s)")
