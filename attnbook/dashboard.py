@@ -42,11 +42,13 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("C4", "With several relevant tokens: a converging p selects at least one relevant "
           "token per sequence; selecting all of them, its limit is their max-margin direction.",
           "authors' answers to reviewers",
-          caveat="Partially relevant tokens are open in the paper and not checked."),
+          caveat="Partially relevant tokens are open in the paper; the book's checks on them "
+                 "(partial_*) test its own prediction, not a statement of the paper."),
     Claim("C5", "Real data (IMDB, Yelp), all parameters trained: the bin average of E_s·v "
           "increases with P(1|s) − P(0|s); the bin average of E_s·p is U-shaped.",
           "paper, Section 5 figures",
-          caveat="The paper's synthetic data (its Eq. 15) is not recovered; the book uses its own."),
+          caveat="The paper's synthetic version of this experiment (its Eq. 15) is not "
+                 "recovered and not reproduced."),
     Claim("C6a", "Untrained embeddings (random E fixed, p and v trained) give a worse test "
           "accuracy and loss than training everything.", "authors' answers to reviewers"),
     Claim("C6b", "One step on E, then E frozen: the within-bin spread of E_s·v and E_s·p drops "
