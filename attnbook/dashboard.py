@@ -47,8 +47,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("C5", "Real data (IMDB, Yelp), all parameters trained: the bin average of E_s·v "
           "increases with P(1|s) − P(0|s); the bin average of E_s·p is U-shaped.",
           "paper, Section 5 figures",
-          caveat="The paper's synthetic version of this experiment (its Eq. 15) is not "
-                 "recovered and not reproduced."),
+          caveat="The paper's synthetic data for this experiment (its Eq. 15) is not "
+                 "recovered; the checks use IMDB and Yelp."),
     Claim("C6a", "Untrained embeddings (random E fixed, p and v trained) give a worse test "
           "accuracy and loss than training everything.", "authors' answers to reviewers"),
     Claim("C6b", "One step on E, then E frozen: the within-bin spread of E_s·v and E_s·p drops "
