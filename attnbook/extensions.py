@@ -1,12 +1,13 @@
-"""Helpers of the extensions chapter: class maps, per-class importance, trend statistics, figures.
+"""Helpers of the extensions chapter: class maps, per-class importance, trend statistics.
 
 - :func:`yelp_star_classes`, :func:`imdb_rating_bands` -- four classes from star ratings;
 - :func:`class_importance` -- one-vs-rest token importance for every class;
 - :func:`subsample_corpus` -- a random subset of a review data set with its own vocabulary;
 - :func:`trend_statistics` -- rank correlation with a bootstrap interval and a bin-monotonicity
   score for a per-token quantity against importance (``shape="monotone"``) or against the
-  absolute importance (``shape="u"``, the U-shape of ``E_s . p``);
-- :func:`plot_binned` -- bin means with their within-bin spread against importance.
+  absolute importance (``shape="u"``, the U-shape of ``E_s . p``).
+
+The binned figures use :func:`attnbook.importance.plot_binned`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ __all__ = [
     "subsample_corpus",
     "bin_monotonicity",
     "trend_statistics",
-    "plot_binned",
     "trend_table",
 ]
 
@@ -76,7 +76,7 @@ def subsample_corpus(
     encoded over a vocabulary built on the training subset (document frequency >= ``min_df``),
     as a :class:`attnbook.reviews.ReviewCorpus`."""
     from .data import load_reviews
-    from .reviews import build_review_corpus
+    from .reviews import STAR_COLUMNS, build_review_corpus
 
     splits = {s: load_reviews(name, s) for s in ("train", "test")}
     picks = {}
@@ -85,7 +85,7 @@ def subsample_corpus(
         if not 0 < size <= n:
             raise ValueError(f"{split} subset size must be in [1, {n}], got {size}")
         picks[split] = np.sort(rng.choice(n, size=size, replace=False))
-    star_col = {"imdb": "rating", "yelp": "stars"}[name]
+    star_col = STAR_COLUMNS[name]
 
     def column(split: str, col: str) -> list:
         values = splits[split][col]
@@ -147,33 +147,6 @@ def trend_statistics(
         "monotone": bin_monotonicity(x, v, min_count=min_count, **bins),
         "n_tokens": int(x.size),
     }
-
-
-def plot_binned(
-    ax,
-    importance: object,
-    values: object,
-    *,
-    label: str | None = None,
-    color: str | None = None,
-    n_bins: int = 20,
-    min_count: int = 1,
-    band: bool = True,
-):
-    """Bin means of ``values`` against importance (20 equal bins on ``[-1, 1]``), with a band of
-    one within-bin standard deviation; bins with fewer than ``min_count`` tokens are skipped."""
-    x = np.asarray(importance, dtype=np.float64)
-    v = np.asarray(values, dtype=np.float64)
-    keep = np.isfinite(x) & np.isfinite(v)
-    stats = bin_statistics(x[keep], v[keep], n_bins, -1.0, 1.0)
-    stats = stats[stats["count"] >= min_count]
-    (line,) = ax.plot(stats["center"], stats["mean"], marker="o", ms=3.5, label=label, color=color)
-    if band:
-        ax.fill_between(stats["center"], stats["mean"] - stats["std"], stats["mean"] + stats["std"],
-                        color=line.get_color(), alpha=0.15, linewidth=0)
-    ax.set_xlim(-1, 1)
-    ax.axhline(0, color="0.6", lw=0.8)
-    return stats
 
 
 def trend_table(rows: Sequence[dict]) -> pd.DataFrame:

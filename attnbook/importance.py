@@ -27,6 +27,10 @@ Binned statistics (:func:`bin_statistics`, :func:`within_bin_spread`)
 Rank correlations (:func:`spearman`, :func:`bootstrap_rank_correlation`)
     Spearman's rank correlation, with a percentile bootstrap interval obtained by resampling
     *tokens* with replacement.
+
+Figures (:func:`plot_binned`, :func:`plot_binned_scores`)
+    Bin means of a per-token score against importance with a band of one within-bin standard
+    deviation, on one axes or as the full figure of value and attention scores.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ __all__ = [
     "spearman",
     "RankCorrelation",
     "bootstrap_rank_correlation",
+    "plot_binned",
     "plot_binned_scores",
 ]
 
@@ -271,6 +276,43 @@ def bootstrap_rank_correlation(
     return RankCorrelation(spearman(xs, ys), float(lo_q), float(hi_q), float(level), int(n_boot), int(n))
 
 
+def plot_binned(
+    ax,
+    importance: object,
+    values: object,
+    *,
+    n_bins: int = 20,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    label: str | None = None,
+    color: str | None = None,
+    min_count: int = 1,
+    band: bool = True,
+    band_alpha: float = 0.15,
+) -> pd.DataFrame:
+    """Draw on ``ax`` the bin means of ``values`` against ``importance`` (``n_bins`` equal bins
+    of ``[lo, hi]``, :func:`bin_statistics`), with a band of one within-bin standard deviation
+    (``band=False``: the line only) and a grey zero line. Tokens whose importance or value is
+    NaN are left out; bins with fewer than ``min_count`` tokens are not drawn. Returns the
+    statistics of the drawn bins."""
+    x = np.asarray(importance, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if x.shape != v.shape or x.ndim != 1:
+        raise ValueError(f"importance and values must be 1-D arrays of one length, got {x.shape}, {v.shape}")
+    keep = np.isfinite(x) & np.isfinite(v)
+    if not keep.any():
+        raise ValueError("no token has a finite importance and value")
+    stats = bin_statistics(x[keep], v[keep], n_bins, lo, hi)
+    stats = stats[stats["count"] >= max(min_count, 1)]
+    (line,) = ax.plot(stats["center"], stats["mean"], "o-", markersize=3.5, label=label, color=color)
+    if band:
+        ax.fill_between(stats["center"], stats["mean"] - stats["std"], stats["mean"] + stats["std"],
+                        color=line.get_color(), alpha=band_alpha, linewidth=0)
+    ax.set_xlim(lo, hi)
+    ax.axhline(0.0, color="0.6", linewidth=0.8)
+    return stats
+
+
 def plot_binned_scores(
     importance: object,
     rows: "dict[str, tuple[object, object]]",
@@ -296,13 +338,8 @@ def plot_binned_scores(
     )
     for r, (label, (value, cls)) in enumerate(rows.items()):
         for c, (vals, name) in enumerate(((value, r"$E_s \cdot v$"), (cls, r"$E_s \cdot p$"))):
-            st = bin_statistics(x, vals, n_bins, lo, hi)
-            ok = st["count"] > 0
             ax = axes[r, c]
-            ax.fill_between(st["center"][ok], (st["mean"] - st["std"])[ok],
-                            (st["mean"] + st["std"])[ok], color=color, alpha=0.2, linewidth=0)
-            ax.plot(st["center"][ok], st["mean"][ok], "o-", color=color, markersize=3.5)
-            ax.axhline(0.0, color="0.6", linewidth=0.8)
+            plot_binned(ax, x, vals, n_bins=n_bins, lo=lo, hi=hi, color=color, band_alpha=0.2)
             ax.set_title(f"{label}: {name}", fontsize=10)
     counts = bin_statistics(x, np.zeros_like(x), n_bins, lo, hi)
     for c in range(2):

@@ -6,6 +6,8 @@ vocabulary on the *training* split (tokens with document frequency at least ``mi
 token, and returns a :class:`ReviewCorpus` whose labels, star ratings and (test) texts are
 aligned with the kept documents. :func:`build_review_corpus` does the same from texts and labels
 already in memory (used by the tests and by anyone with their own data).
+:func:`split_validation` carves a seeded, stratified validation set out of the training split
+(the models are fitted on the rest and the validation loss chooses the reported step).
 
 :func:`highlight_html` renders a text with every in-vocabulary word shaded by a per-token
 weight (for example the attention weight that the ``<cls>`` query gives it).
@@ -13,6 +15,7 @@ weight (for example the attention weight that the ``<cls>`` query gives it).
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from dataclasses import dataclass
@@ -26,12 +29,16 @@ from .data import Vocabulary, load_reviews
 from .train import History, binary_loss_closure, fit
 
 __all__ = [
+    "STAR_COLUMNS",
     "ReviewCorpus",
     "build_review_corpus",
     "prepare_reviews",
+    "split_validation",
     "min_df_for_vocabulary_size",
     "highlight_html",
     "evaluate_binary",
+    "document_outcomes",
+    "paired_mean_difference",
     "plateau_stop",
     "train_on_reviews",
     "token_scores",
@@ -42,6 +49,10 @@ __all__ = [
     "top_tokens",
     "pick_examples",
 ]
+
+
+#: The column holding the star rating in each data set of :func:`attnbook.data.load_reviews`.
+STAR_COLUMNS = {"imdb": "rating", "yelp": "stars"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +78,12 @@ class ReviewCorpus:
         row numbers of the kept documents in the original splits.
     n_documents, n_tokens, n_dropped_tokens:
         per split (``{"train": ..., "test": ...}``): documents before dropping, token
-        occurrences, and occurrences dropped because they are outside the vocabulary.
+        occurrences, and occurrences dropped because they are outside the vocabulary (of the
+        whole training split, also after :func:`split_validation`).
+    validation, validation_labels, validation_kept:
+        ``None``, or after :func:`split_validation` the held-out part of the training split:
+        its counts, +-1 labels and row numbers in the original training split. ``train``,
+        ``train_labels``, ``train_stars`` and ``train_kept`` then hold the remaining rows.
     """
 
     name: str
@@ -84,6 +100,9 @@ class ReviewCorpus:
     n_documents: Mapping[str, int]
     n_tokens: Mapping[str, int]
     n_dropped_tokens: Mapping[str, int]
+    validation: TokenCounts | None = None
+    validation_labels: np.ndarray | None = None
+    validation_kept: np.ndarray | None = None
 
     @property
     def vocab_size(self) -> int:
@@ -92,8 +111,9 @@ class ReviewCorpus:
     @property
     def n_dropped_documents(self) -> dict[str, int]:
         """Documents left without any in-vocabulary token, per split."""
+        n_val = 0 if self.validation_kept is None else int(self.validation_kept.size)
         return {
-            "train": self.n_documents["train"] - int(self.train_kept.size),
+            "train": self.n_documents["train"] - int(self.train_kept.size) - n_val,
             "test": self.n_documents["test"] - int(self.test_kept.size),
         }
 
@@ -117,10 +137,13 @@ class ReviewCorpus:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """The +-1 labels of ``split`` (``"train"`` or ``"test"``) as a float tensor."""
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-        arr = self.train_labels if split == "train" else self.test_labels
+        """The +-1 labels of ``split`` (``"train"``, ``"validation"`` or ``"test"``) as a float tensor."""
+        arrays = {"train": self.train_labels, "validation": self.validation_labels, "test": self.test_labels}
+        if split not in arrays:
+            raise ValueError(f"split must be 'train', 'validation' or 'test', got {split!r}")
+        arr = arrays[split]
+        if arr is None:
+            raise ValueError("this corpus has no validation split (see split_validation)")
         return torch.from_numpy(arr).to(dtype=dtype, device=device)
 
     def summary(self) -> dict[str, float]:
@@ -129,6 +152,7 @@ class ReviewCorpus:
             "vocab_size": self.vocab_size,
             "min_df": self.vocabulary.min_df,
             "n_train": self.train.n_sequences,
+            "n_validation": 0 if self.validation is None else self.validation.n_sequences,
             "n_test": self.test.n_sequences,
             "dropped_train_documents": self.n_dropped_documents["train"],
             "dropped_test_documents": self.n_dropped_documents["test"],
@@ -217,7 +241,7 @@ def prepare_reviews(name: str, min_df: int) -> ReviewCorpus:
     (about 77 % positive), which :attr:`ReviewCorpus.positive_fraction` reports.
     """
     splits = {s: load_reviews(name, s) for s in ("train", "test")}
-    star_col = {"imdb": "rating", "yelp": "stars"}.get(name)
+    star_col = STAR_COLUMNS.get(name)
 
     def stars(ds):
         return ds[star_col] if star_col in ds.column_names else None
@@ -226,6 +250,43 @@ def prepare_reviews(name: str, min_df: int) -> ReviewCorpus:
     return build_review_corpus(
         tr["text"], tr["label"], te["text"], te["label"],
         min_df=min_df, name=name, train_stars=stars(tr), test_stars=stars(te),
+    )
+
+
+def split_validation(corpus: ReviewCorpus, fraction: float, rng: np.random.Generator) -> ReviewCorpus:
+    """Hold out a stratified random ``fraction`` of the training documents as a validation set.
+
+    In each class, ``round(fraction * n_class)`` documents (at least one, at most all but one)
+    are drawn without replacement from ``rng``; the returned corpus has them as ``validation``
+    and the other training documents as ``train`` (both in their original order). The
+    vocabulary, the test split and the encoding counts are unchanged.
+    """
+    if corpus.validation is not None:
+        raise ValueError("the corpus already has a validation split")
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator (see attnbook.utils.seed_everything)")
+    y = corpus.train_labels
+    held = []
+    for label in (-1, 1):
+        rows = np.flatnonzero(y == label)
+        k = min(max(int(round(fraction * rows.size)), 1), rows.size - 1)
+        if k < 1:
+            raise ValueError(f"class {label:+d} has fewer than two training documents")
+        held.append(rng.choice(rows, size=k, replace=False))
+    is_val = np.zeros(y.size, dtype=bool)
+    is_val[np.concatenate(held)] = True
+    val, rest = np.flatnonzero(is_val), np.flatnonzero(~is_val)
+    return dataclasses.replace(
+        corpus,
+        train=corpus.train.select(rest),
+        train_labels=y[rest],
+        train_stars=None if corpus.train_stars is None else corpus.train_stars[rest],
+        train_kept=corpus.train_kept[rest],
+        validation=corpus.train.select(val),
+        validation_labels=y[val],
+        validation_kept=corpus.train_kept[val],
     )
 
 
@@ -323,6 +384,45 @@ def evaluate_binary(
         }
 
 
+def document_outcomes(
+    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
+) -> dict[str, np.ndarray]:
+    """Per-document logistic loss ``log(1 + exp(-y f))`` and correctness (``y f > 0``, as 0/1) of
+    the one-layer model, as float64 NumPy arrays (their means are :func:`evaluate_binary`'s
+    loss and accuracy)."""
+    from .model import count_attention_output
+
+    with torch.no_grad():
+        f = count_attention_output(params["E"], params["p"], params["v"], counts)
+        margin = labels.to(device=f.device, dtype=f.dtype) * f
+        loss = torch.nn.functional.softplus(-margin)
+    return {
+        "loss": loss.detach().to("cpu", torch.float64).numpy(),
+        "correct": (margin > 0).to("cpu", torch.float64).numpy(),
+    }
+
+
+def paired_mean_difference(a: object, b: object, level: float = 0.95) -> dict[str, float]:
+    """Mean of ``a - b`` over paired observations (the same test documents under two models)
+    with a normal-approximation interval ``mean +- z * sd(a - b) / sqrt(n)``; the pairing
+    removes the document-to-document variation the two models share. Returns ``estimate``,
+    ``low``, ``high``, ``se`` and ``n``."""
+    from scipy.stats import norm
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
+        raise ValueError(f"a and b must be 1-D of one length >= 2, got {x.shape} and {y.shape}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("a and b must be finite")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    d = x - y
+    se = float(d.std(ddof=1) / np.sqrt(d.size))
+    z = float(norm.ppf(0.5 + level / 2))
+    mean = float(d.mean())
+    return {"estimate": mean, "low": mean - z * se, "high": mean + z * se, "se": se, "n": int(d.size)}
+
+
 def plateau_stop(rel_tol: float = 0.01, window: int = 5, key: str = "train_loss") -> Callable[[History], bool]:
     """Stopping rule for :func:`attnbook.train.fit`: stop once the recorded ``key`` (by default
     the training loss at the evaluation steps) fell by less than ``rel_tol`` (relative) over
@@ -354,7 +454,7 @@ def train_on_reviews(
     rel_tol: float | None = 0.01,
     window: int = 5,
 ) -> History:
-    """Full-batch training of the binary model on the whole training split of ``corpus``.
+    """Full-batch training of the binary model on the training split of ``corpus``.
 
     A thin wrapper of :func:`attnbook.train.fit` with :func:`attnbook.train.binary_loss_closure`:
     at step 0, every ``eval_every`` steps and at the end it records ``train_loss``,
@@ -363,22 +463,32 @@ def train_on_reviews(
     :func:`plateau_stop` with ``rel_tol`` and ``window`` (``rel_tol=None``: never early). ``params`` (``E``, ``p``,
     ``v`` on one device) are updated in place; the test split is only evaluated, never used to
     choose anything.
+
+    When the corpus has a validation split (:func:`split_validation`) it also records
+    ``val_loss``, ``val_accuracy`` and ``val_balanced_accuracy``, and the history keeps the step
+    and a copy of the parameters with the lowest validation loss (``best_step``,
+    ``best_params`` of :class:`~attnbook.train.History`).
     """
     E = params["E"]
     y_train = corpus.labels("train", dtype=E.dtype, device=E.device)
     y_test = corpus.labels("test", dtype=E.dtype, device=E.device)
     train, test = corpus.train.to(E.device), corpus.test.to(E.device)
+    has_val = corpus.validation is not None
+    if has_val:
+        val = corpus.validation.to(E.device)
+        y_val = corpus.labels("validation", dtype=E.dtype, device=E.device)
 
     def evaluate() -> dict[str, float]:
         tr = evaluate_binary(params, train, y_train)
+        out = {"train_loss": tr["loss"], "train_accuracy": tr["accuracy"]}
+        if has_val:
+            va = evaluate_binary(params, val, y_val)
+            out.update(val_loss=va["loss"], val_accuracy=va["accuracy"],
+                       val_balanced_accuracy=va["balanced_accuracy"])
         te = evaluate_binary(params, test, y_test)
-        return {
-            "train_loss": tr["loss"],
-            "train_accuracy": tr["accuracy"],
-            "test_loss": te["loss"],
-            "test_accuracy": te["accuracy"],
-            "test_balanced_accuracy": te["balanced_accuracy"],
-        }
+        out.update(test_loss=te["loss"], test_accuracy=te["accuracy"],
+                   test_balanced_accuracy=te["balanced_accuracy"])
+        return out
 
     return fit(
         params,
@@ -390,6 +500,7 @@ def train_on_reviews(
         evaluate=evaluate,
         eval_every=eval_every,
         stop=None if rel_tol is None else plateau_stop(rel_tol, window),
+        keep_best="val_loss" if has_val else None,
     )
 
 
@@ -404,7 +515,7 @@ def token_scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.nda
 
 def history_frame(history: History) -> "pd.DataFrame":
     """The evaluation records of a :class:`~attnbook.train.History` as a long DataFrame with
-    columns ``step``, ``split`` (train / test), ``metric`` (loss / accuracy) and ``value``."""
+    columns ``step``, ``split`` (train / val / test), ``metric`` (loss / accuracy / ...) and ``value``."""
     import pandas as pd
 
     rows = []
@@ -449,13 +560,17 @@ class ReviewExperiment:
     norm about one, kept fixed; ``p, v`` trained), ``"one_step"`` (``E^1``, one gradient step of
     size ``eta`` on ``E`` from the initialization; ``p^0, v^0``) and ``"one_step_head"`` (``E^1``
     kept fixed; ``p, v`` trained). ``histories`` and ``seconds`` hold the training record and
-    wall time of the three trained models.
+    wall time of the three trained models. ``params`` are the parameters at the *end* of
+    training; when the corpus has a validation split, ``best_params[k]`` and ``best_steps[k]``
+    are those of the evaluation step with the lowest validation loss of each trained model.
     """
 
     config: ReviewExperimentConfig
     params: dict[str, dict[str, torch.Tensor]]
     histories: dict[str, History]
     seconds: dict[str, float]
+    best_params: dict[str, dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
+    best_steps: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _detached(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -474,7 +589,7 @@ def run_review_experiment(
     The initialization is :func:`attnbook.train.init_parameters` with unit scale for ``p`` and
     ``v``; ``E^0`` is the same draw multiplied by ``config.init_scale``. The single step is
     :func:`attnbook.one_step.one_gradient_step` (exact full-batch gradient of the logistic loss
-    on the whole training split); all training goes through :func:`train_on_reviews`.
+    on ``corpus.train``); all training goes through :func:`train_on_reviews`.
     """
     import time
 
@@ -508,7 +623,12 @@ def run_review_experiment(
         )
         seconds[key] = time.perf_counter() - t0
         params[key] = _detached(p)
-    return ReviewExperiment(config, params, histories, seconds)
+    best = {k: h for k, h in histories.items() if h.best_params is not None}
+    return ReviewExperiment(
+        config, params, histories, seconds,
+        best_params={k: h.best_params for k, h in best.items()},
+        best_steps={k: h.best_step for k, h in best.items()},
+    )
 
 
 # --------------------------------------------------------------------------- tables and examples

@@ -67,6 +67,9 @@ class History:
     eval_steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
     stopped_at: int | None = None
+    best_step: int | None = None
+    best_value: float | None = None
+    best_params: dict[str, torch.Tensor] | None = None
 
     def record(self, step: int, values: Mapping[str, float]) -> None:
         self.eval_steps.append(step)
@@ -101,17 +104,26 @@ def fit(
     eval_every: int = 10,
     stop: Callable[[History], bool] | None = None,
     progress: bool = False,
+    keep_best: str | None = None,
 ) -> History:
     """Minimise ``loss_fn()`` over ``params[trainable]`` with full-batch steps.
 
     ``optimizer`` is ``"gd"`` (plain gradient descent) or ``"adam"``. ``evaluate`` is called
     (without gradients) at step 0, every ``eval_every`` steps and at the end; ``stop`` is asked
     after each evaluation whether to end early. Parameters are updated in place.
+
+    ``keep_best`` names a metric returned by ``evaluate`` to *minimise* (for example a
+    validation loss): at every evaluation where it is strictly lower than before, the history
+    stores the step (``best_step``), the value (``best_value``) and detached copies of all
+    parameters (``best_params``); the first of equal values is kept. ``params`` still end at
+    the last step.
     """
     if steps < 0:
         raise ValueError(f"steps must be non-negative, got {steps}")
     if optimizer not in _OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(_OPTIMIZERS)}, got {optimizer!r}")
+    if keep_best is not None and evaluate is None:
+        raise ValueError("keep_best needs an evaluate function that returns that metric")
     names = tuple(params) if trainable is None else trainable
     unknown = set(names) - set(params)
     if unknown:
@@ -130,7 +142,15 @@ def fit(
         if evaluate is None:
             return False
         with torch.no_grad():
-            history.record(step, evaluate())
+            values = evaluate()
+            history.record(step, values)
+            if keep_best is not None:
+                if keep_best not in values:
+                    raise ValueError(f"keep_best={keep_best!r} is not among the evaluated metrics {sorted(values)}")
+                value = float(values[keep_best])
+                if history.best_value is None or value < history.best_value:
+                    history.best_step, history.best_value = step, value
+                    history.best_params = {k: t.detach().clone() for k, t in params.items()}
         return bool(stop and stop(history))
 
     if run_eval(0):

@@ -144,3 +144,26 @@ def test_plot_binned_scores():
     plt.close(fig)
     with pytest.raises(ValueError):
         plot_binned_scores(x, {})
+
+
+def test_plot_binned_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnbook.importance import plot_binned
+
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, 300)
+    x[:5] = np.nan  # tokens without importance are left out
+    fig, ax = plt.subplots()
+    stats = plot_binned(ax, x, 2 * np.nan_to_num(x), label="a", min_count=5, band=False)
+    assert (stats["count"] >= 5).all() and stats["count"].sum() <= 295
+    assert ax.get_xlim() == (-1.0, 1.0)
+    assert len(ax.lines) == 2 and not ax.collections  # the line and the zero line, no band
+    plot_binned(ax, x, x, color="red")
+    assert len(ax.collections) == 1
+    with pytest.raises(ValueError, match="one length"):
+        plot_binned(ax, x, x[:-1])
+    plt.close(fig)

@@ -83,6 +83,7 @@ from attnbook.reviews import (  # noqa: E402
     pick_examples,
     plateau_stop,
     run_review_experiment,
+    split_validation,
     token_scores,
     top_tokens,
     train_on_reviews,
@@ -154,6 +155,53 @@ def test_run_review_experiment_small():
     torch.testing.assert_close(again.params["full"]["E"], ex.params["full"]["E"])
 
 
+def _larger_toy_corpus():
+    pos = [f"good great fun {w}" for w in ("film", "plot", "cast", "score", "music", "story")] * 3
+    neg = [f"bad awful boring {w}" for w in ("film", "plot", "cast", "score")] * 3
+    texts = pos + neg
+    labels = [1] * len(pos) + [0] * len(neg)
+    return build_review_corpus(texts, labels, texts[:6], labels[:6], min_df=1, name="toy",
+                               train_stars=[5] * len(pos) + [1] * len(neg))
+
+
+def test_split_validation_stratified_and_seeded():
+    c = _larger_toy_corpus()  # 18 positive, 12 negative
+    s = split_validation(c, 0.2, np.random.default_rng(0))
+    assert s.validation.n_sequences == 4 + 2 and s.train.n_sequences == 30 - 6
+    assert (s.validation_labels == 1).sum() == 4 and (s.validation_labels == -1).sum() == 2
+    # the two parts partition the original training rows, each in the original order
+    assert sorted(np.concatenate([s.train_kept, s.validation_kept]).tolist()) == c.train_kept.tolist()
+    assert (np.diff(s.train_kept) > 0).all() and (np.diff(s.validation_kept) > 0).all()
+    torch.testing.assert_close(s.validation.to_dense(), c.train.select(s.validation_kept).to_dense())
+    assert s.train_stars.shape == (24,) and s.vocabulary is c.vocabulary
+    assert s.summary()["n_validation"] == 6 and s.n_dropped_documents == c.n_dropped_documents
+    assert s.labels("validation").shape == (6,)
+    again = split_validation(c, 0.2, np.random.default_rng(0))
+    assert again.validation_kept.tolist() == s.validation_kept.tolist()
+    with pytest.raises(ValueError, match="no validation"):
+        c.labels("validation")
+    with pytest.raises(ValueError):
+        split_validation(c, 1.0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="already"):
+        split_validation(s, 0.2, np.random.default_rng(0))
+
+
+def test_training_with_validation_keeps_best_step():
+    c = split_validation(_larger_toy_corpus(), 0.2, np.random.default_rng(1))
+    gen = torch.Generator().manual_seed(0)
+    params = {k: t.detach() for k, t in init_parameters(c.vocab_size, 16, generator=gen).items()}
+    h = train_on_reviews(params, c, steps=30, lr=0.05, eval_every=10, rel_tol=None)
+    assert {"val_loss", "val_accuracy", "val_balanced_accuracy"} <= set(h.metrics)
+    i = int(np.argmin(h.metrics["val_loss"]))
+    assert h.best_step == h.eval_steps[i] and set(h.best_params) == {"E", "p", "v"}
+    assert set(history_frame(h)["split"]) == {"train", "val", "test"}
+    cfg = ReviewExperimentConfig(dim=8, eta=10.0, steps_full=20, steps_head=20, dtype=torch.float64)
+    ex = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
+    assert set(ex.best_steps) == set(ex.best_params) == {"full", "random_E", "one_step_head"}
+    for key, step in ex.best_steps.items():
+        assert step == ex.histories[key].best_step
+
+
 def test_top_tokens_and_pick_examples():
     c = _toy_corpus()
     vals = np.arange(c.vocab_size, dtype=float)
@@ -170,3 +218,24 @@ def test_top_tokens_and_pick_examples():
     assert picks == {"positive": 0, "negative": 4, "misclassified": 2}
     with pytest.raises(ValueError, match="misclassified"):
         pick_examples(f[:2], y[:2], np.array([1, 1]))
+
+
+def test_document_outcomes_and_paired_difference():
+    from attnbook.reviews import document_outcomes, paired_mean_difference
+
+    c = _toy_corpus()
+    gen = torch.Generator().manual_seed(3)
+    params = {k: t.detach() for k, t in init_parameters(c.vocab_size, 8, generator=gen).items()}
+    out = document_outcomes(params, c.test, c.labels("test"))
+    ev = evaluate_binary(params, c.test, c.labels("test"))
+    assert out["loss"].shape == out["correct"].shape == (c.test.n_sequences,)
+    assert np.isclose(out["loss"].mean(), ev["loss"], rtol=1e-5)
+    assert np.isclose(out["correct"].mean(), ev["accuracy"])
+    rng = np.random.default_rng(0)
+    shared = rng.normal(size=4000)  # large shared part: the paired interval ignores it
+    d = paired_mean_difference(shared + 0.1 + 0.01 * rng.normal(size=4000), shared)
+    assert d["low"] < 0.1 < d["high"] and d["high"] - d["low"] < 0.002 and d["n"] == 4000
+    with pytest.raises(ValueError):
+        paired_mean_difference([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError):
+        paired_mean_difference([1.0, 2.0], [1.0, 0.0], level=1.0)
