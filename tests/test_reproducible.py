@@ -160,6 +160,9 @@ def test_claim_rows_pass_fail_and_unchecked():
     assert list(rows) == ids[:ids.index("C6a")] + ["C6"] + ids[ids.index("C6b") + 1:]
     assert rows["C1"].status == "PASS" and len(rows["C1"].checks) == 2
     assert rows["C6"].status == "FAIL"  # "C6" tags the claim as a whole: one combined row
+    records["05_extensions"]["checks"][0]["passed"] = True
+    assert {r.claim.id: r.status for r in claim_rows(records)}["C6"] == "PASS (part)"
+    records["05_extensions"]["checks"][0]["passed"] = False
     assert "(a) Untrained" in rows["C6"].claim.statement and "(b) One step" in rows["C6"].claim.statement
     records["05_extensions"]["checks"].append({**records["05_extensions"]["checks"][0],
                                                "name": "b", "claim": "C6b", "passed": True})
