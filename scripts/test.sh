@@ -34,7 +34,7 @@ if [ "$tests_rc" -eq 0 ] && [ "$book_rc" -eq 0 ]; then
   set +e
   ATTNBOOK_COMPARE_RECORDS="$records:$ROOT/_build/records/book" \
     python -m pytest -q -s -p no:cacheprovider tests/test_reproducible.py \
-      -k "two_executions or every_claim"
+      -m two_runs
   same_rc=$?
   same="exit $same_rc"
   set -e

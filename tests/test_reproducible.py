@@ -1,8 +1,9 @@
 """Reproducibility: records of a run, identical numbers on re-execution, the claims dashboard.
 
 ``test_two_executions_identical_numbers`` compares the records of the two executions of every
-chapter that ``scripts/test.sh`` makes (nbval and the book build); it runs when
-``ATTNBOOK_COMPARE_RECORDS=<folder a>:<folder b>`` is set and is skipped otherwise.
+chapter that ``scripts/test.sh`` makes (nbval and the book build); it is marked
+``two_runs``, deselected by default, and run by ``scripts/test.sh`` with
+``ATTNBOOK_COMPARE_RECORDS=<folder a>:<folder b>`` once both executions have finished.
 ``test_setup_chapter_twice_identical`` re-executes the setup chapter twice on its own.
 """
 
@@ -27,10 +28,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # --------------------------------------------------------------------------- two executions
-def test_two_executions_identical_numbers():
+def _compare_spec() -> str:
     spec = os.environ.get("ATTNBOOK_COMPARE_RECORDS")
-    if not spec:
-        pytest.skip("set ATTNBOOK_COMPARE_RECORDS=<records a>:<records b> (scripts/test.sh does)")
+    assert spec, ("set ATTNBOOK_COMPARE_RECORDS=<records a>:<records b>; scripts/test.sh does, "
+                  "after both executions of the chapters")
+    return spec
+
+
+@pytest.mark.two_runs
+def test_two_executions_identical_numbers():
+    spec = _compare_spec()
     a_dir, b_dir = spec.split(":")
     a, b = load_records(a_dir), load_records(b_dir)
     assert b, f"no records in {b_dir}"
@@ -45,11 +52,10 @@ def test_two_executions_identical_numbers():
           f"executions ({n_volatile} measured times exempt)")
 
 
+@pytest.mark.two_runs
 def test_every_claim_is_checked_by_the_book():
     """In the book's records, every claim the book can verify has checks, and all passed."""
-    spec = os.environ.get("ATTNBOOK_COMPARE_RECORDS")
-    if not spec:
-        pytest.skip("set ATTNBOOK_COMPARE_RECORDS=<records a>:<records b> (scripts/test.sh does)")
+    spec = _compare_spec()
     rows = claim_rows(load_records(spec.split(":")[1]))
     unchecked = [r.claim.id for r in rows if r.claim.verifiable and not r.checks]
     assert not unchecked, f"claims without a check in the book: {unchecked}"
