@@ -121,6 +121,81 @@ def _empty_like_large(E: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _storage_refs(t: torch.Tensor) -> int | None:
+    """References to the memory of ``t`` (``None`` where torch does not say)."""
+    try:
+        return int(torch._C._storage_Use_Count(t.untyped_storage()._cdata))
+    except (AttributeError, RuntimeError, TypeError):
+        return None
+
+
+_FREE_REFS = _storage_refs(torch.empty(1))  # the count of memory that only one tensor holds
+_GRAD_BUFFERS: dict[tuple, torch.Tensor] = {}  # insertion order = order of last use
+_MAX_GRAD_BUFFERS = 2
+
+
+def _gradient_buffer(E: torch.Tensor) -> torch.Tensor:
+    """Uninitialised contiguous memory for the gradient of ``E``.
+
+    On CPU the memory of the previous call with the same shape and dtype is handed out again
+    when no tensor refers to it any more (the gradient of the last step was dropped, e.g. by
+    ``zero_grad(set_to_none=True)``). A fresh ``(V, d)`` block is otherwise page-faulted in on
+    every step, which costs more than writing it. Memory that something still holds (``E.grad``,
+    a tensor kept by the caller, a view of one) is never reused. At most
+    ``_MAX_GRAD_BUFFERS`` blocks are kept. Elsewhere (CUDA has a caching allocator) this is
+    ``torch.empty_like(E)``.
+    """
+    if E.device.type != "cpu" or _FREE_REFS is None:
+        return torch.empty_like(E, memory_format=torch.contiguous_format)
+    key = (tuple(E.shape), E.dtype)
+    buf = _GRAD_BUFFERS.pop(key, None)
+    if buf is None or _storage_refs(buf) != _FREE_REFS:
+        buf = _empty_like_large(E)
+    _GRAD_BUFFERS[key] = buf
+    while len(_GRAD_BUFFERS) > _MAX_GRAD_BUFFERS:
+        del _GRAD_BUFFERS[next(iter(_GRAD_BUFFERS))]
+    return buf.detach()  # a new tensor on the same memory: autograd may take it as E.grad
+
+
+def _rows_per_block(E: torch.Tensor) -> int:
+    """Rows of ``E`` in about 512 KiB: a block then stays in a CPU core's L2 cache."""
+    return max(1, 2**19 // max(1, E.shape[1] * E.element_size()))
+
+
+def _transposed_product(G: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """``G^T E`` (``(k, d)``) for a thin ``(V, k)`` matrix ``G``.
+
+    On CPU by blocks of rows of ``E`` that fit in cache, so that ``E`` is read from memory once
+    for all ``k`` columns; elsewhere one matrix product.
+    """
+    Gt = G.t().contiguous()
+    if E.device.type != "cpu" or not E.is_contiguous():
+        return Gt @ E
+    out = torch.zeros(G.shape[1], E.shape[1], dtype=E.dtype, device=E.device)
+    B = _rows_per_block(E)
+    for s in range(0, E.shape[0], B):
+        out.addmm_(Gt[:, s : s + B], E[s : s + B])
+    return out
+
+
+def _write_low_rank(out: torch.Tensor, G: torch.Tensor, P: torch.Tensor) -> None:
+    """``out = G @ P`` for a thin ``(V, k)`` ``G`` and ``(k, d)`` ``P``, written in place.
+
+    For ``k <= 8`` as ``k`` scaled-row passes (a matrix product of inner size ``k`` is slow on
+    CPU), on CPU by blocks of rows that stay in cache, so that ``out`` goes to memory once.
+    """
+    k = G.shape[1]
+    if k > 8:
+        torch.mm(G, P, out=out)
+        return
+    B = _rows_per_block(out) if out.device.type == "cpu" else out.shape[0]
+    for s in range(0, out.shape[0], B):
+        o, g = out[s : s + B], G[s : s + B]
+        torch.mul(g[:, 0:1], P[0], out=o)
+        for j in range(1, k):
+            o.addcmul_(g[:, j : j + 1], P[j])
+
+
 class _RowShiftNeeded(Exception):
     """The global-shift fast path would lose precision on some row (huge ``||p||``)."""
 
@@ -176,16 +251,10 @@ class _CountAttention(torch.autograd.Function):
         G[:, 0].mul_(u)  # G_a
         dE = dp = dW = None
         if ctx.needs_input_grad[0]:
-            dE = _empty_like_large(E)
-            torch.mul(G[:, 0:1], p, out=dE)
-            if K <= 8:  # a few axpy passes beat a matrix product of inner size K
-                Wt = W.t().contiguous()
-                for k in range(K):
-                    dE.addcmul_(G[:, k + 1 : k + 2], Wt[k])
-            else:
-                dE.addmm_(G[:, 1:], W.t())
+            dE = _gradient_buffer(E)
+            _write_low_rank(dE, G, torch.cat((p[None, :], W.t())))
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            GtE = G.t() @ E  # (1 + K, d)
+            GtE = _transposed_product(G, E)  # (1 + K, d)
             dp, dW = GtE[0], GtE[1:].t()
         return dE, dp, dW, None, None, None
 

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from attnbook.counts import TokenCounts
+from attnbook import model
 from attnbook.losses import logistic_loss
 from attnbook.model import (
     attention_output,
@@ -121,3 +122,49 @@ def test_bad_input_raises(problem, mutate, message):
     E, p, v, seqs, _ = problem
     with pytest.raises(ValueError, match=message):
         attention_output(*mutate(E, p, v, seqs))
+
+
+def test_blocked_cpu_paths_agree_with_dense():
+    # V * d large enough that the gradient is written and E^T G read in several row blocks.
+    E, p, v, seqs, y = random_problem(7, V=700, d=256, n=25, max_len=40)
+    E, p, v = E / 16, p / 4, v / 4
+    assert model._rows_per_block(E) < E.shape[0]
+    for g_dense, g_count in zip(_grads(dense_attention_output, E, p, v, seqs, y),
+                                _grads(attention_output, E, p, v, seqs, y)):
+        assert torch.allclose(g_dense, g_count, atol=1e-12, rtol=0)
+
+
+def test_gradient_memory_is_reused_only_when_free():
+    E, p, v, seqs, y = random_problem(8, V=40, d=16)
+    counts = TokenCounts.from_sequences(seqs, 40)
+    yt = torch.as_tensor(y, dtype=torch.float64)
+    E = E.clone().requires_grad_(True)
+
+    def backward(scale):
+        logistic_loss(attention_output(E, scale * p, v, counts), yt).backward()
+
+    def expected(scale):
+        return _grads(dense_attention_output, E.detach(), scale * p, v, seqs, y)[1]
+
+    backward(1.0)
+    g1 = E.grad  # kept by the caller: must not be overwritten by the next evaluation
+    g1_copy = g1.clone()
+    E.grad = None
+    backward(2.0)
+    assert torch.equal(g1, g1_copy)
+    assert torch.allclose(g1, expected(1.0), atol=1e-12, rtol=0)
+    assert torch.allclose(E.grad, expected(2.0), atol=1e-12, rtol=0)
+    backward(2.0)  # no zeroing: gradients accumulate
+    assert torch.allclose(E.grad, 2 * expected(2.0), atol=1e-12, rtol=0)
+    h1 = torch.autograd.grad(logistic_loss(attention_output(E, p, v, counts), yt), E)[0]
+    h2 = torch.autograd.grad(logistic_loss(attention_output(E, 3 * p, v, counts), yt), E)[0]
+    assert torch.allclose(h1, expected(1.0), atol=1e-12, rtol=0)
+    assert torch.allclose(h2, expected(3.0), atol=1e-12, rtol=0)
+    if model._FREE_REFS is not None:  # dropped gradients hand their memory to the next step
+        del g1, h1, h2
+        E.grad = None
+        backward(1.0)
+        ptr = E.grad.data_ptr()
+        E.grad = None
+        backward(1.0)
+        assert E.grad.data_ptr() == ptr
