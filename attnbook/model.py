@@ -131,7 +131,7 @@ def _storage_refs(t: torch.Tensor) -> int | None:
 
 _FREE_REFS = _storage_refs(torch.empty(1))  # the count of memory that only one tensor holds
 _GRAD_BUFFERS: dict[tuple, torch.Tensor] = {}  # insertion order = order of last use
-_MAX_GRAD_BUFFERS = 2
+_GRAD_BUFFER_BYTES = 2**28  # kept in all; the most recent block is always kept
 
 
 def _gradient_buffer(E: torch.Tensor) -> torch.Tensor:
@@ -141,9 +141,9 @@ def _gradient_buffer(E: torch.Tensor) -> torch.Tensor:
     when no tensor refers to it any more (the gradient of the last step was dropped, e.g. by
     ``zero_grad(set_to_none=True)``). A fresh ``(V, d)`` block is otherwise page-faulted in on
     every step, which costs more than writing it. Memory that something still holds (``E.grad``,
-    a tensor kept by the caller, a view of one) is never reused. At most
-    ``_MAX_GRAD_BUFFERS`` blocks are kept. Elsewhere (CUDA has a caching allocator) this is
-    ``torch.empty_like(E)``.
+    a tensor kept by the caller, a view of one) is never reused. Blocks of several shapes are
+    kept up to ``_GRAD_BUFFER_BYTES`` in all, least recently used dropped first. Elsewhere
+    (CUDA has a caching allocator) this is ``torch.empty_like(E)``.
     """
     if E.device.type != "cpu" or _FREE_REFS is None:
         return torch.empty_like(E, memory_format=torch.contiguous_format)
@@ -152,7 +152,9 @@ def _gradient_buffer(E: torch.Tensor) -> torch.Tensor:
     if buf is None or _storage_refs(buf) != _FREE_REFS:
         buf = _empty_like_large(E)
     _GRAD_BUFFERS[key] = buf
-    while len(_GRAD_BUFFERS) > _MAX_GRAD_BUFFERS:
+    while len(_GRAD_BUFFERS) > 1 and sum(
+        b.numel() * b.element_size() for b in _GRAD_BUFFERS.values()
+    ) > _GRAD_BUFFER_BYTES:
         del _GRAD_BUFFERS[next(iter(_GRAD_BUFFERS))]
     return buf.detach()  # a new tensor on the same memory: autograd may take it as E.grad
 
