@@ -9,6 +9,7 @@ chapter that ``scripts/test.sh`` makes (nbval and the book build); it is marked
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -108,7 +109,9 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
     assert rec["checks"] == [{"chapter": "ch", "name": "stat", "value": 0.25, "threshold": 0.5,
                               "relation": "<=", "passed": True, "claim": "C1",
                               "result": "thm-x"}]
-    assert rec["environment"]["versions"]["torch"] == torch.__version__
+    # the installed distribution's version (torch.__version__ may carry a build suffix the
+    # package metadata lacks, e.g. '2.14.1+cu130' for the PyPI wheel '2.14.1')
+    assert rec["environment"]["versions"]["torch"] == importlib.metadata.version("torch")
     with pytest.raises(AssertionError, match="failed"):
         report.check("bad", 2.0, 1.0, "<=", claim="C1")
     rec = load_records(tmp_path)["ch"]
