@@ -40,6 +40,7 @@ __all__ = [
     "document_outcomes",
     "paired_mean_difference",
     "plateau_stop",
+    "plateau_stop_step",
     "train_on_reviews",
     "token_scores",
     "history_frame",
@@ -442,6 +443,23 @@ def plateau_stop(rel_tol: float = 0.01, window: int = 5, key: str = "train_loss"
     return stop
 
 
+def plateau_stop_step(
+    history: History, rel_tol: float = 0.01, window: int = 5, key: str = "train_loss"
+) -> int | None:
+    """The first evaluation step at which :func:`plateau_stop` (``rel_tol``, ``window``, ``key``)
+    would have ended the run that recorded ``history``, or ``None`` if it never fires: what the
+    rule would have reported for a model that was trained past it."""
+    rule = plateau_stop(rel_tol, window, key)
+    if key not in history.metrics:
+        raise ValueError(f"the history has no {key!r} records (it has {sorted(history.metrics)})")
+    values = history.metrics[key]
+    for j, step in enumerate(history.eval_steps):
+        prefix = History(eval_steps=history.eval_steps[: j + 1], metrics={key: values[: j + 1]})
+        if rule(prefix):
+            return step
+    return None
+
+
 def train_on_reviews(
     params: Mapping[str, torch.Tensor],
     corpus: ReviewCorpus,
@@ -534,7 +552,13 @@ class ReviewExperimentConfig:
     ``init_scale`` is the scale of the initial embeddings (rows of norm about ``init_scale``);
     ``p`` and ``v`` start with norm about one. ``eta`` is the size of the single gradient step;
     ``lr_full`` / ``steps_full`` drive the joint training of ``E, p, v`` and ``lr_head`` /
-    ``steps_head`` the training of ``p, v`` alone (the two ablations).
+    ``steps_head`` the training of ``p, v`` alone (the two ablations). Every trained model
+    stops by :func:`plateau_stop` (``rel_tol``, ``window``) or at its step cap, except the
+    models named in ``run_to_cap`` (among ``"full"``, ``"random_E"``, ``"one_step_head"``),
+    which ignore the plateau rule and always run to the cap; a model whose loss crawls along
+    a long, slightly sloped plateau is then not ended on it (its reported step is still the
+    validation minimum). ``steps_one_step_head`` is the step cap of the one-step-then-frozen
+    model (``None``: ``steps_head``, the cap of the random-``E`` model).
     """
 
     dim: int = 2048
@@ -549,6 +573,18 @@ class ReviewExperimentConfig:
     window: int = 5
     optimizer: str = "adam"
     dtype: torch.dtype = torch.float32
+    run_to_cap: tuple[str, ...] = ()
+    steps_one_step_head: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.steps_one_step_head is not None and self.steps_one_step_head < 0:
+            raise ValueError(f"steps_one_step_head must be non-negative, got {self.steps_one_step_head}")
+        unknown = set(self.run_to_cap) - {"full", "random_E", "one_step_head"}
+        if unknown:
+            raise ValueError(
+                f"run_to_cap names unknown models {sorted(unknown)}; "
+                "choose among 'full', 'random_E', 'one_step_head'"
+            )
 
 
 @dataclass
@@ -609,7 +645,8 @@ def run_review_experiment(
     starts = {
         "full": (init, ("E", "p", "v"), config.lr_full, config.steps_full),
         "random_E": ({**init, "E": unit_E}, ("p", "v"), config.lr_head, config.steps_head),
-        "one_step_head": ({**init, "E": E1}, ("p", "v"), config.lr_head, config.steps_head),
+        "one_step_head": ({**init, "E": E1}, ("p", "v"), config.lr_head,
+                          config.steps_head if config.steps_one_step_head is None else config.steps_one_step_head),
     }
     params = {"init": _detached(init), "one_step": _detached({**init, "E": E1})}
     histories: dict[str, History] = {}
@@ -619,7 +656,8 @@ def run_review_experiment(
         t0 = time.perf_counter()
         histories[key] = train_on_reviews(
             p, corpus, steps=steps, lr=lr, trainable=trainable, optimizer=config.optimizer,
-            eval_every=config.eval_every, rel_tol=config.rel_tol, window=config.window,
+            eval_every=config.eval_every,
+            rel_tol=None if key in config.run_to_cap else config.rel_tol, window=config.window,
         )
         seconds[key] = time.perf_counter() - t0
         params[key] = _detached(p)

@@ -82,6 +82,7 @@ from attnbook.reviews import (  # noqa: E402
     min_df_for_vocabulary_size,
     pick_examples,
     plateau_stop,
+    plateau_stop_step,
     run_review_experiment,
     split_validation,
     token_scores,
@@ -122,6 +123,16 @@ def test_plateau_stop():
         plateau_stop(0.1, window=0)
 
 
+def test_plateau_stop_step():
+    h = History()
+    for step, loss in zip((0, 10, 20, 30, 40), (1.0, 0.5, 0.3, 0.29, 0.285)):
+        h.record(step, {"train_loss": loss})
+    assert plateau_stop_step(h, 0.1, window=2) == 40  # as test_plateau_stop: fires at the fifth record
+    assert plateau_stop_step(h, 0.01, window=2) is None
+    with pytest.raises(ValueError):
+        plateau_stop_step(h, 0.1, key="val_loss")
+
+
 def test_train_on_reviews_and_evaluate():
     c = _toy_corpus()
     gen = torch.Generator().manual_seed(0)
@@ -153,6 +164,21 @@ def test_run_review_experiment_small():
     assert set(ex.histories) == set(ex.seconds) == {"full", "random_E", "one_step_head"}
     again = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(again.params["full"]["E"], ex.params["full"]["E"])
+
+
+def test_run_review_experiment_run_to_cap():
+    c = _toy_corpus()
+    # a loose plateau rule stops every model early, except those told to run to the cap
+    cfg = ReviewExperimentConfig(dim=8, eta=10.0, steps_full=60, steps_head=60, rel_tol=0.9, window=1,
+                                 dtype=torch.float64, run_to_cap=("one_step_head",), steps_one_step_head=70)
+    ex = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
+    assert ex.histories["one_step_head"].eval_steps[-1] == 70
+    assert ex.histories["one_step_head"].stopped_at is None
+    assert ex.histories["random_E"].stopped_at is not None and ex.histories["random_E"].stopped_at < 60
+    with pytest.raises(ValueError):
+        ReviewExperimentConfig(run_to_cap=("one_step",))
+    with pytest.raises(ValueError):
+        ReviewExperimentConfig(steps_one_step_head=-1)
 
 
 def _larger_toy_corpus():
