@@ -52,14 +52,15 @@ CLAIMS: tuple[Claim, ...] = (
                  "recovered; the checks use IMDB and Yelp."),
     Claim("C6a", "Untrained embeddings (random E fixed, p and v trained) give a worse test "
           "accuracy and loss than training everything.", "authors' answers to reviewers",
-          caveat="The book checks the training loss; the test comparison (each model at its "
-                 "best validation step) is measured and reported, not asserted: in the book's "
-                 "runs it does not hold on every data set (real-data chapter).",
-          partial=True),
+          caveat="The book asserts the training-loss gap; the test comparison (each model at its "
+                 "best validation step, paired 95% intervals) is measured against the paper's "
+                 "statement without assertion: in the book's runs it holds on IMDB and not on "
+                 "Yelp (real-data chapter)."),
     Claim("C6b", "One step on E, then E frozen: the within-bin spread of E_s·v and E_s·p drops "
           "several-fold compared with training E to convergence.",
           "authors' answers to reviewers",
-          caveat="Measured and reported, not asserted: with E frozen the scores grow with the "
+          caveat="Measured against the paper's statement (ratio of spreads at most 1/2), not "
+                 "asserted: with E frozen the scores grow with the "
                  "norms of p and v, which grow as long as the ablation trains (it leaves a long "
                  "plateau only after thousands of steps), so the spread ratio in the units of "
                  "the scores follows the training length; in the book's runs it is several-fold "
@@ -89,12 +90,17 @@ class ClaimRow:
 
     @property
     def status(self) -> str:
-        """``PASS`` (every check passed), ``PASS (part)`` (every check passed, but the checks
-        cover only part of the claim), ``FAIL``, or ``NOT CHECKED`` (no check recorded)."""
+        """``FAIL`` (an asserted check failed), ``NOT REPRODUCED`` (every asserted check passed,
+        but a statement of the paper measured without assertion, see
+        :func:`attnbook.report.compare_with_paper`, did not hold), ``PASS (part)`` (everything
+        held, but the checks cover only part of the claim), ``PASS``, or ``NOT CHECKED`` (no
+        check recorded)."""
         if not self.checks:
             return "NOT CHECKED"
-        if not all(c["passed"] for c in self.checks):
+        if not all(c["passed"] for c in self.checks if c.get("asserted", True)):
             return "FAIL"
+        if not all(c["passed"] for c in self.checks):
+            return "NOT REPRODUCED"
         return "PASS (part)" if self.claim.partial else "PASS"
 
 

@@ -223,7 +223,7 @@ def _chapter_short(app, fromdoc: str, chapter: str) -> nodes.Node:
 def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
     records = _build_records(app)
     rows = []
-    n_pass = n_fail = n_open = 0
+    n_pass = n_fail = n_open = n_not = 0
     for row in claim_rows(records):
         claim = row.claim
         head = nodes.paragraph()
@@ -242,6 +242,7 @@ def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
             continue
         n_pass += status.startswith("PASS")
         n_fail += status == "FAIL"
+        n_not += status == "NOT REPRODUCED"
         where = nodes.line_block()
         seen = []
         for chk in row.checks:
@@ -263,8 +264,11 @@ def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
             line += nodes.Text(f" = {_fmt(chk['value'])} "
                                f"({_REL.get(chk['relation'], chk['relation'])} "
                                f"{_fmt(chk['threshold'])})")
+            if not chk.get("asserted", True):
+                line += nodes.emphasis(text=" measured, not asserted")
             if not chk["passed"]:
-                line += nodes.strong(text=" FAILED")
+                line += nodes.strong(text=" FAILED" if chk.get("asserted", True)
+                                     else " NOT REPRODUCED")
             measured += line
         ok = sum(c["passed"] for c in row.checks)
         verdict = _text_para(status, bold=True)
@@ -274,14 +278,19 @@ def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
                     "Measured (threshold)", "Result"], rows, widths=[42, 18, 32, 8],
                    classes=("attnbook-dashboard",))
     n_part = sum(r.status == "PASS (part)" for r in claim_rows(records))
-    n_checks = sum(len(r["checks"]) for r in records.values())
-    n_passed = sum(c["passed"] for r in records.values() for c in r["checks"])
+    every = [c for r in records.values() for c in r["checks"]]
+    asserted = [c for c in every if c.get("asserted", True)]
+    compared = [c for c in every if not c.get("asserted", True)]
+    n_checks, n_passed = len(asserted), sum(c["passed"] for c in asserted)
     summary = _text_para(
         f"This build: {n_pass} claims PASS ({n_part} of them only in part, see their "
-        f"caveats), {n_fail} FAIL, {n_open} not checked; "
-        f"{n_passed} of {n_checks} checks passed in {len(records)} chapters "
+        f"caveats), {n_not} NOT REPRODUCED, {n_fail} FAIL, {n_open} not checked; "
+        f"{n_passed} of {n_checks} checks passed in {len(records)} chapters, and "
+        f"{sum(c['passed'] for c in compared)} of {len(compared)} statements of the paper "
+        f"measured without assertion held "
         f"(built {app.env.attnbook_build_started} UTC).")
-    logger.info(f"[attnbook] claims dashboard: {n_pass} PASS ({n_part} in part), {n_fail} FAIL, "
+    logger.info(f"[attnbook] claims dashboard: {n_pass} PASS ({n_part} in part), "
+                f"{n_not} NOT REPRODUCED, {n_fail} FAIL, "
                 f"{n_open} not "
                 f"checked; {n_passed}/{n_checks} checks passed")
     out: list[nodes.Node] = [summary, table]

@@ -108,14 +108,21 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
     rec["checks"][0].pop("cell")  # set only inside IPython
     assert rec["checks"] == [{"chapter": "ch", "name": "stat", "value": 0.25, "threshold": 0.5,
                               "relation": "<=", "passed": True, "claim": "C1",
-                              "result": "thm-x"}]
+                              "result": "thm-x", "asserted": True}]
+    # a statement of the paper measured without assertion: recorded, never raises
+    assert report.compare_with_paper("gap", -0.1, 0.0, ">=", claim="C6a") is False
+    rec = json.loads((tmp_path / "ch.json").read_text())
+    assert rec["checks"][-1]["asserted"] is False and rec["checks"][-1]["passed"] is False
+    assert rec["glued"]["gap"] == -0.1
+    with pytest.raises(ValueError, match="claim"):
+        report.compare_with_paper("gap2", 1.0, 0.0, claim="")
     # the installed distribution's version (torch.__version__ may carry a build suffix the
     # package metadata lacks, e.g. '2.14.1+cu130' for the PyPI wheel '2.14.1')
     assert rec["environment"]["versions"]["torch"] == importlib.metadata.version("torch")
     with pytest.raises(AssertionError, match="failed"):
         report.check("bad", 2.0, 1.0, "<=", claim="C1")
     rec = load_records(tmp_path)["ch"]
-    assert [c["passed"] for c in rec["checks"]] == [True, False]  # a failure is recorded too
+    assert [c["passed"] for c in rec["checks"]] == [True, False, False]  # failures are recorded too
     report.start_chapter("ch")  # a new run of the chapter starts a fresh record
     assert load_records(tmp_path)["ch"]["checks"] == []
 
@@ -170,7 +177,12 @@ def test_claim_rows_pass_fail_and_unchecked():
     assert rows["C1"].status == "PASS" and len(rows["C1"].checks) == 2
     assert rows["C6"].status == "FAIL"  # "C6" tags the claim as a whole: one combined row
     records["05_extensions"]["checks"][0]["passed"] = True
-    assert {r.claim.id: r.status for r in claim_rows(records)}["C6"] == "PASS (part)"
+    assert {r.claim.id: r.status for r in claim_rows(records)}["C6"] == "PASS"
+    # a statement of the paper measured without assertion that does not hold
+    records["05_extensions"]["checks"].append({**records["05_extensions"]["checks"][0],
+                                               "name": "n", "passed": False, "asserted": False})
+    assert {r.claim.id: r.status for r in claim_rows(records)}["C6"] == "NOT REPRODUCED"
+    records["05_extensions"]["checks"].pop()
     records["05_extensions"]["checks"][0]["passed"] = False
     assert "(a) Untrained" in rows["C6"].claim.statement and "(b) One step" in rows["C6"].claim.statement
     records["05_extensions"]["checks"].append({**records["05_extensions"]["checks"][0],
