@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-__all__ = ["TokenCounts", "as_token_counts", "validate_sequences"]
+__all__ = ["TokenCounts", "as_token_counts", "validate_sequences", "padded_token_ids"]
 
 SequenceLike = "np.ndarray | torch.Tensor | Sequence[int]"
 
@@ -65,6 +65,21 @@ def validate_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
                 f"sequence {i} holds token id {bad}, outside the vocabulary [0, {vocab_size})"
             )
     return arrays
+
+
+def padded_token_ids(
+    sequences: object, vocab_size: int, device: torch.device | str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validated sequences as a zero-padded ``(n, T)`` id matrix and its ``(n, T)`` boolean mask
+    (``T`` the longest length): the layout of the dense reference implementations."""
+    arrays = validate_sequences(sequences, vocab_size)
+    lengths = torch.tensor([a.size for a in arrays], device=device)
+    T = int(lengths.max())
+    ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=device)
+    for i, a in enumerate(arrays):
+        ids[i, : a.size] = torch.from_numpy(a).to(device)
+    mask = torch.arange(T, device=device)[None, :] < lengths[:, None]
+    return ids, mask
 
 
 @dataclass(frozen=True)

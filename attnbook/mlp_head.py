@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .counts import TokenCounts, as_token_counts, validate_sequences
+from .counts import TokenCounts, as_token_counts, padded_token_ids
 from .model import _segment_max
 
 __all__ = [
@@ -190,13 +190,7 @@ def dense_mlp_attention_output(params: dict[str, torch.Tensor], sequences: objec
     """``f(X_i)`` by padding, one embedding per position and a masked softmax (the reference)."""
     check_mlp_parameters(params)
     E = params["E"]
-    arrays = validate_sequences(sequences, E.shape[0])
-    lengths = torch.tensor([a.size for a in arrays], device=E.device)
-    T = int(lengths.max())
-    ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=E.device)
-    for i, a in enumerate(arrays):
-        ids[i, : a.size] = torch.from_numpy(a).to(E.device)
-    mask = torch.arange(T, device=E.device)[None, :] < lengths[:, None]
+    ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
     x = E[ids]
     attn = torch.softmax((x @ params["p"]).masked_fill(~mask, -torch.inf), dim=1)
     z = (attn[..., None] * x).sum(dim=1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from .counts import TokenCounts, as_token_counts, validate_sequences
+from .counts import TokenCounts, as_token_counts, padded_token_ids, validate_sequences
 
 __all__ = [
     "attention_output",
@@ -299,13 +299,7 @@ def dense_attention_output(
 ) -> torch.Tensor:
     """``f(X_i)`` by padding, per-position embedding lookup and a masked softmax (reference)."""
     check_parameters(E, p, v)
-    arrays = validate_sequences(sequences, E.shape[0])
-    lengths = torch.tensor([a.size for a in arrays], device=E.device)
-    T = int(lengths.max())
-    ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=E.device)
-    for i, a in enumerate(arrays):
-        ids[i, : a.size] = torch.from_numpy(a).to(E.device)
-    mask = torch.arange(T, device=E.device)[None, :] < lengths[:, None]
+    ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
     emb = E[ids]  # (n, T, d)
     logits = (emb @ p).masked_fill(~mask, -torch.inf)
     attn = torch.softmax(logits, dim=1)

@@ -19,7 +19,7 @@ import dataclasses
 import html
 import re
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -27,6 +27,9 @@ import torch
 from .counts import TokenCounts
 from .data import Vocabulary, load_reviews
 from .train import History, binary_loss_closure, fit
+
+if TYPE_CHECKING:  # pandas is imported where a table is built
+    import pandas as pd
 
 __all__ = [
     "STAR_COLUMNS",

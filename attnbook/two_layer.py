@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .counts import TokenCounts, as_token_counts, validate_sequences
+from .counts import TokenCounts, as_token_counts, padded_token_ids
 
 __all__ = [
     "PairBlocks",
@@ -222,13 +222,7 @@ def dense_two_layer_output(params: dict[str, torch.Tensor], sequences: object) -
     """``f(X_i)`` by padding, one embedding per position and masked softmaxes (the reference)."""
     check_two_layer_parameters(params)
     E = params["E"]
-    arrays = validate_sequences(sequences, E.shape[0])
-    lengths = torch.tensor([a.size for a in arrays], device=E.device)
-    T = int(lengths.max())
-    ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=E.device)
-    for i, a in enumerate(arrays):
-        ids[i, : a.size] = torch.from_numpy(a).to(E.device)
-    mask = torch.arange(T, device=E.device)[None, :] < lengths[:, None]  # (n, T)
+    ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
     x = E[ids]  # (n, T, d)
     # layer 1: query position i, key position j, score x_j . W1 x_i
     logits1 = torch.einsum("njd,de,nie->nij", x, params["W1"], x)

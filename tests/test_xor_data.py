@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-import torch
 
 from attnbook.frequency import average_signed_frequency
 from attnbook.xor_data import A, B, NOT_A, NOT_B, XorSpec, sample_xor
