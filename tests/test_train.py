@@ -15,7 +15,7 @@ def test_fit_keep_best_tracks_lowest_metric_and_copies():
     best_index = min(range(len(vals)), key=vals.__getitem__)
     assert h.best_step == h.eval_steps[best_index] and h.best_value == vals[best_index]
     assert 0 < h.best_step < 40
-    assert abs(float(h.best_params["w"]) - 0.5) < abs(float(params["w"]) - 0.5)
+    assert abs(float(h.best_params["w"].detach()) - 0.5) < abs(float(params["w"].detach()) - 0.5)
     assert not h.best_params["w"].requires_grad  # a detached copy, not the live tensor
     assert h.best_params["w"] is not params["w"]
 
