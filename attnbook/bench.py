@@ -338,7 +338,7 @@ def compare_implementations(
     del g_u, g_e
     if usual_repeats > 1:
         t_usual = min(t_usual, time_min(
-            lambda: usual_loss_and_grads(E, p, v, batches, y, progress=progress),
+            lambda b=batches: usual_loss_and_grads(E, p, v, b, y, progress=progress),
             usual_repeats - 1, device, warmup=0))
     out = dict(loss_usual=l_u, loss_engine=l_e, loss_rel=abs(l_e - l_u) / abs(l_u),
                grad_rel=grad_rel, batches=len(batches.ids), positions=batches.n_positions)

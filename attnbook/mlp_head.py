@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .counts import TokenCounts, as_token_counts, padded_token_ids
-from .model import _segment_max
+from .model import _segment_max, check_parameter_dict
 
 __all__ = [
     "init_mlp_head",
@@ -32,29 +32,14 @@ __all__ = [
     "token_value_scores",
 ]
 
-_NAMES = ("E", "p", "v", "A", "c")
 
 
 def check_mlp_parameters(params: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``p``, ``v``, ``c`` (d,) and
     ``A`` (d, d), float32 or float64 of one dtype, on one device."""
-    missing = [k for k in _NAMES if k not in params]
-    if missing:
-        raise ValueError(f"MLP-head parameters lack {missing}; expected {list(_NAMES)}")
-    E = params["E"]
-    if not isinstance(E, torch.Tensor) or E.ndim != 2 or min(E.shape) == 0:
-        raise ValueError("E must be a (V, d) tensor with V, d > 0")
-    if E.dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"E has dtype {E.dtype}; use torch.float32 or torch.float64")
-    d = E.shape[1]
-    for name, shape in {"p": (d,), "v": (d,), "c": (d,), "A": (d, d)}.items():
-        t = params[name]
-        if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape:
-            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"{name} must have shape {shape} to match E, got {got}")
-        if t.dtype != E.dtype or t.device != E.device:
-            raise ValueError(f"{name} must share E's dtype ({E.dtype}) and device ({E.device})")
-
+    check_parameter_dict(
+        params, lambda d: {"p": (d,), "v": (d,), "A": (d, d), "c": (d,)}, "MLP-head"
+    )
 
 def init_mlp_head(
     vocab_size: int,

@@ -18,6 +18,8 @@ values and gradients.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -31,6 +33,7 @@ __all__ = [
     "count_heads_output",
     "dense_attention_output",
     "check_parameters",
+    "check_parameter_dict",
 ]
 
 _FLOAT_DTYPES = (torch.float32, torch.float64)
@@ -54,6 +57,29 @@ def check_parameters(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"E, p, v must share one dtype, got {E.dtype}, {p.dtype}, {v.dtype}")
     if not (E.device == p.device == v.device):
         raise ValueError(f"E, p, v must be on one device, got {E.device}, {p.device}, {v.device}")
+
+
+def check_parameter_dict(
+    params: dict[str, torch.Tensor], shapes: Callable[[int], dict[str, tuple[int, ...]]], model: str
+) -> None:
+    """Raise ``ValueError`` unless ``params`` holds a float32/float64 ``E`` of shape (V, d) and,
+    for every ``name, shape`` in ``shapes(d)``, a tensor of that shape with ``E``'s dtype and
+    device. ``model`` names the model in the messages (``"MLP-head"``, ``"two-layer"``)."""
+    missing = [k for k in ("E", *shapes(1)) if k not in params]
+    if missing:
+        raise ValueError(f"{model} parameters lack {missing}; expected {['E', *shapes(1)]}")
+    E = params["E"]
+    if not isinstance(E, torch.Tensor) or E.ndim != 2 or min(E.shape) == 0:
+        raise ValueError("E must be a (V, d) tensor with V, d > 0")
+    if E.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"E has dtype {E.dtype}; use torch.float32 or torch.float64")
+    for name, shape in shapes(E.shape[1]).items():
+        t = params[name]
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape:
+            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name} must have shape {shape} to match E, got {got}")
+        if t.dtype != E.dtype or t.device != E.device:
+            raise ValueError(f"{name} must share E's dtype ({E.dtype}) and device ({E.device})")
 
 
 def _segment_max(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:

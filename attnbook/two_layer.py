@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from .counts import TokenCounts, as_token_counts, padded_token_ids
+from .model import check_parameter_dict
 
 __all__ = [
     "PairBlocks",
@@ -45,32 +46,14 @@ __all__ = [
     "effective_query",
 ]
 
-_NAMES = ("E", "W1", "W2", "p", "v")
 
 
 def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``W1``, ``W2`` (d, d) and
     ``p``, ``v`` (d,), all float32 or float64 of one dtype on one device."""
-    missing = [k for k in _NAMES if k not in params]
-    if missing:
-        raise ValueError(f"two-layer parameters lack {missing}; expected {list(_NAMES)}")
-    E = params["E"]
-    if not isinstance(E, torch.Tensor) or E.ndim != 2 or min(E.shape) == 0:
-        raise ValueError("E must be a (V, d) tensor with V, d > 0")
-    d = E.shape[1]
-    shapes = {"W1": (d, d), "W2": (d, d), "p": (d,), "v": (d,)}
-    for name, shape in shapes.items():
-        t = params[name]
-        if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape:
-            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"{name} must have shape {shape} to match E, got {got}")
-    if E.dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"E has dtype {E.dtype}; use torch.float32 or torch.float64")
-    for name in shapes:
-        t = params[name]
-        if t.dtype != E.dtype or t.device != E.device:
-            raise ValueError(f"{name} must share E's dtype ({E.dtype}) and device ({E.device})")
-
+    check_parameter_dict(
+        params, lambda d: {"W1": (d, d), "W2": (d, d), "p": (d,), "v": (d,)}, "two-layer"
+    )
 
 def init_two_layer(
     vocab_size: int,
