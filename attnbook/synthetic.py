@@ -92,16 +92,24 @@ class SyntheticSpec:
 
 
 @dataclass(frozen=True)
-class SyntheticData:
-    """Sampled sequences, their +-1 labels and the spec they came from."""
+class SampledSequences:
+    """Sampled sequences, their labels and the spec (with its ``vocab_size``) they came from."""
 
     sequences: list[np.ndarray]
     labels: np.ndarray
-    spec: SyntheticSpec
+    spec: "SyntheticSpec | MulticlassSpec"
 
     @property
     def counts(self) -> TokenCounts:
+        """The sequences as token counts over the spec's vocabulary."""
         return TokenCounts.from_sequences(self.sequences, self.spec.vocab_size)
+
+
+@dataclass(frozen=True)
+class SyntheticData(SampledSequences):
+    """Sampled sequences, their +-1 labels and the spec they came from."""
+
+    spec: SyntheticSpec
 
 
 def sample_sequences(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> SyntheticData:
@@ -172,16 +180,10 @@ class MulticlassSpec:
 
 
 @dataclass(frozen=True)
-class MulticlassData:
+class MulticlassData(SampledSequences):
     """Sampled sequences, their class ids in ``{0, ..., K-1}`` and the spec they came from."""
 
-    sequences: list[np.ndarray]
-    labels: np.ndarray
     spec: MulticlassSpec
-
-    @property
-    def counts(self) -> TokenCounts:
-        return TokenCounts.from_sequences(self.sequences, self.spec.vocab_size)
 
 
 def sample_multiclass_sequences(
