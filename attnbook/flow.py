@@ -34,7 +34,7 @@ import torch
 
 from .counts import TokenCounts, as_token_counts
 from .losses import as_signed_labels
-from .max_margin import selection_sets
+from .max_margin import selection_gaps, selection_sets
 
 __all__ = [
     "FlowProblem",
@@ -398,16 +398,7 @@ def value_gap(E: torch.Tensor, v: torch.Tensor, sequences: object, labels: objec
     y = as_signed_labels(labels, counts.n_sequences).numpy()
     sets = selection_sets(selected, counts.n_sequences)
     b = (E.detach() @ v.detach()).double().cpu().numpy()
-    indptr = counts.indptr.cpu().numpy()
-    toks = counts.token_ids.cpu().numpy()
-    out = np.full(counts.n_sequences, np.inf)
-    for i in range(counts.n_sequences):
-        present = toks[indptr[i]:indptr[i + 1]]
-        sel = np.array(sorted(sets[i]))
-        rest = np.array([s for s in present if int(s) not in sets[i]], dtype=np.int64)
-        if rest.size:
-            out[i] = (y[i] * b[sel]).min() - (y[i] * b[rest]).max()
-    return out
+    return selection_gaps(b, counts, sets, signs=y)
 
 
 def path_summary(path: FlowPath, p_mm: torch.Tensor | np.ndarray, late_from: float) -> dict[str, float]:

@@ -36,6 +36,7 @@ __all__ = [
     "max_margin_solution",
     "max_margin_direction",
     "kkt_residuals",
+    "selection_gaps",
     "selection_margins",
 ]
 
@@ -245,12 +246,11 @@ def kkt_residuals(solution: MaxMarginSolution) -> dict[str, float]:
     }
 
 
-def selection_margins(E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object) -> np.ndarray:
-    """Per sequence, the smallest score gap ``p.(E_a - E_s)`` over selected ``a`` and
-    non-selected ``s`` (``+inf`` when the sequence selects all its tokens)."""
-    counts = as_token_counts(sequences, E.shape[0])
-    sets = selection_sets(selected, counts.n_sequences)
-    scores = (E.detach() @ p.detach()).double().cpu().numpy()
+def selection_gaps(
+    scores: np.ndarray, counts: TokenCounts, sets: list[frozenset[int]], signs: np.ndarray | None = None
+) -> np.ndarray:
+    """Per sequence ``i``, ``min_{a in S_i} c_i scores_a - max_{s in X_i, s not in S_i} c_i scores_s``
+    with ``c_i = signs[i]`` (1 when ``signs`` is None); ``+inf`` when ``X_i`` holds no other token."""
     indptr = counts.indptr.cpu().numpy()
     toks = counts.token_ids.cpu().numpy()
     out = np.full(counts.n_sequences, np.inf)
@@ -259,5 +259,15 @@ def selection_margins(E: torch.Tensor, p: torch.Tensor, sequences: object, selec
         sel = np.array(sorted(sets[i]), dtype=np.int64)
         rest = np.array([s for s in present if int(s) not in sets[i]], dtype=np.int64)
         if rest.size:
-            out[i] = scores[sel].min() - scores[rest].max()
+            c = 1.0 if signs is None else signs[i]
+            out[i] = (c * scores[sel]).min() - (c * scores[rest]).max()
     return out
+
+
+def selection_margins(E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object) -> np.ndarray:
+    """Per sequence, the smallest score gap ``p.(E_a - E_s)`` over selected ``a`` and
+    non-selected ``s`` (``+inf`` when the sequence selects all its tokens)."""
+    counts = as_token_counts(sequences, E.shape[0])
+    sets = selection_sets(selected, counts.n_sequences)
+    scores = (E.detach() @ p.detach()).double().cpu().numpy()
+    return selection_gaps(scores, counts, sets)

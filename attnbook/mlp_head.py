@@ -21,6 +21,7 @@ import torch
 
 from .counts import TokenCounts, as_token_counts, padded_token_ids
 from .model import _segment_max, check_parameter_dict
+from .train import check_init_arguments
 
 __all__ = [
     "init_mlp_head",
@@ -33,13 +34,13 @@ __all__ = [
 ]
 
 
-
 def check_mlp_parameters(params: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``p``, ``v``, ``c`` (d,) and
     ``A`` (d, d), float32 or float64 of one dtype, on one device."""
     check_parameter_dict(
         params, lambda d: {"p": (d,), "v": (d,), "A": (d, d), "c": (d,)}, "MLP-head"
     )
+
 
 def init_mlp_head(
     vocab_size: int,
@@ -53,10 +54,7 @@ def init_mlp_head(
     """``E``, ``p``, ``v`` with i.i.d. ``N(0, scale^2/d)`` entries (as
     :func:`attnbook.train.init_parameters`), ``A`` with i.i.d. ``N(0, 2/d)`` entries (He
     initialization, so ``relu(A x)`` keeps about the norm of ``x``) and ``c = 0``."""
-    if vocab_size < 1 or dim < 1:
-        raise ValueError(f"vocab_size and dim must be positive, got {vocab_size}, {dim}")
-    if not scale > 0:
-        raise ValueError(f"scale must be positive, got {scale}")
+    check_init_arguments(vocab_size, dim, scale)
     std = scale / math.sqrt(dim)
     out = {
         "E": torch.randn((vocab_size, dim), generator=generator, dtype=dtype) * std,

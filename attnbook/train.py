@@ -16,7 +16,16 @@ from .counts import TokenCounts
 from .losses import logistic_loss
 from .model import count_attention_output
 
-__all__ = ["init_parameters", "binary_loss_closure", "History", "fit"]
+__all__ = ["check_init_arguments", "init_parameters", "binary_loss_closure", "History", "fit"]
+
+
+def check_init_arguments(vocab_size: int, dim: int, scale: float) -> None:
+    """Raise ``ValueError`` unless the vocabulary size and dimension are positive and the
+    initialization scale is positive (shared by every model's initializer)."""
+    if vocab_size < 1 or dim < 1:
+        raise ValueError(f"vocab_size and dim must be positive, got {vocab_size}, {dim}")
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
 
 
 def init_parameters(
@@ -34,10 +43,7 @@ def init_parameters(
     Entries are i.i.d. ``N(0, scale^2 / d)``, so every row of ``E`` and every vector has norm
     close to ``scale``. The tensors are leaves with ``requires_grad=True``.
     """
-    if vocab_size < 1 or dim < 1:
-        raise ValueError(f"vocab_size and dim must be positive, got {vocab_size}, {dim}")
-    if not scale > 0:
-        raise ValueError(f"scale must be positive, got {scale}")
+    check_init_arguments(vocab_size, dim, scale)
     std = scale / dim**0.5
     out = {}
     for name in names:

@@ -35,6 +35,7 @@ import torch
 
 from .counts import TokenCounts, as_token_counts, padded_token_ids
 from .model import check_parameter_dict
+from .train import check_init_arguments
 
 __all__ = [
     "PairBlocks",
@@ -47,13 +48,13 @@ __all__ = [
 ]
 
 
-
 def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``W1``, ``W2`` (d, d) and
     ``p``, ``v`` (d,), all float32 or float64 of one dtype on one device."""
     check_parameter_dict(
         params, lambda d: {"W1": (d, d), "W2": (d, d), "p": (d,), "v": (d,)}, "two-layer"
     )
+
 
 def init_two_layer(
     vocab_size: int,
@@ -67,10 +68,7 @@ def init_two_layer(
     """Gaussian initialization: ``E``, ``p``, ``v`` with i.i.d. ``N(0, scale^2/d)`` entries (as
     :func:`attnbook.train.init_parameters`) and ``W1``, ``W2`` with i.i.d. ``N(0, 1/d)`` entries
     (so ``W x`` has about the norm of ``x``). Leaves with ``requires_grad=True``."""
-    if vocab_size < 1 or dim < 1:
-        raise ValueError(f"vocab_size and dim must be positive, got {vocab_size}, {dim}")
-    if not scale > 0:
-        raise ValueError(f"scale must be positive, got {scale}")
+    check_init_arguments(vocab_size, dim, scale)
     std = scale / math.sqrt(dim)
     out = {
         "E": torch.randn((vocab_size, dim), generator=generator, dtype=dtype) * std,
