@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 from torch.autograd.function import once_differentiable
 
+from . import kernels
 from .counts import TokenCounts, as_token_counts, padded_token_ids, validate_sequences
 
 __all__ = [
@@ -185,45 +186,6 @@ def _gradient_buffer(E: torch.Tensor) -> torch.Tensor:
     return buf.detach()  # a new tensor on the same memory: autograd may take it as E.grad
 
 
-def _rows_per_block(E: torch.Tensor) -> int:
-    """Rows of ``E`` in about 512 KiB: a block then stays in a CPU core's L2 cache."""
-    return max(1, 2**19 // max(1, E.shape[1] * E.element_size()))
-
-
-def _transposed_product(G: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """``G^T E`` (``(k, d)``) for a thin ``(V, k)`` matrix ``G``.
-
-    On CPU by blocks of rows of ``E`` that fit in cache, so that ``E`` is read from memory once
-    for all ``k`` columns; elsewhere one matrix product.
-    """
-    Gt = G.t().contiguous()
-    if E.device.type != "cpu" or not E.is_contiguous():
-        return Gt @ E
-    out = torch.zeros(G.shape[1], E.shape[1], dtype=E.dtype, device=E.device)
-    B = _rows_per_block(E)
-    for s in range(0, E.shape[0], B):
-        out.addmm_(Gt[:, s : s + B], E[s : s + B])
-    return out
-
-
-def _write_low_rank(out: torch.Tensor, G: torch.Tensor, P: torch.Tensor) -> None:
-    """``out = G @ P`` for a thin ``(V, k)`` ``G`` and ``(k, d)`` ``P``, written in place.
-
-    For ``k <= 8`` as ``k`` scaled-row passes (a matrix product of inner size ``k`` is slow on
-    CPU), on CPU by blocks of rows that stay in cache, so that ``out`` goes to memory once.
-    """
-    k = G.shape[1]
-    if k > 8:
-        torch.mm(G, P, out=out)
-        return
-    B = _rows_per_block(out) if out.device.type == "cpu" else out.shape[0]
-    for s in range(0, out.shape[0], B):
-        o, g = out[s : s + B], G[s : s + B]
-        torch.mul(g[:, 0:1], P[0], out=o)
-        for j in range(1, k):
-            o.addcmul_(g[:, j : j + 1], P[j])
-
-
 class _RowShiftNeeded(Exception):
     """The global-shift fast path would lose precision on some row (huge ``||p||``)."""
 
@@ -249,27 +211,28 @@ class _CountAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, E, p, W, A, At, lengths):  # type: ignore[override]
-        scores = E @ torch.cat((p[None, :], W.t())).t()  # (V, 1 + K)
+        PW = torch.cat((p[None, :], W.t())).contiguous()  # (1 + K, d)
+        scores = kernels.scores(E, PW)  # (V, 1 + K): one pass over E
         a, B = scores[:, 0], scores[:, 1:]
         u = torch.exp(a - a.max())
-        nd = A @ torch.cat((u[:, None], u[:, None] * B), dim=1)  # (n, 1 + K)
+        nd = kernels.csr_times(A, torch.cat((u[:, None], u[:, None] * B), dim=1))  # (n, 1 + K)
         den, num = nd[:, 0], nd[:, 1:]
         tiny = torch.finfo(E.dtype).tiny
         if not bool((den >= lengths * tiny**0.5).all()):
             raise _RowShiftNeeded
         f = num / den[:, None]
-        ctx.save_for_backward(E, p, W, u, B, den, f)
+        ctx.save_for_backward(E, PW, u, B, den, f)
         ctx.At = At
         return f
 
     @staticmethod
     @once_differentiable  # second derivatives: use the per-row path (_count_softmax_terms)
     def backward(ctx, g):  # type: ignore[override]
-        E, p, W, u, B, den, f = ctx.saved_tensors
+        E, PW, u, B, den, f = ctx.saved_tensors
         R = g / den[:, None]
         rD = -(R * f).sum(dim=1)
-        z = ctx.At @ torch.cat((rD[:, None], R), dim=1)  # (V, 1 + K)
-        K = W.shape[1]
+        z = kernels.csr_times(ctx.At, torch.cat((rD[:, None], R), dim=1))  # (V, 1 + K)
+        K = B.shape[1]
         G = torch.empty_like(z)
         torch.mul(u[:, None], z[:, 1:], out=G[:, 1:])  # G_B
         if K == 1:
@@ -279,10 +242,9 @@ class _CountAttention(torch.autograd.Function):
         G[:, 0].mul_(u)  # G_a
         dE = dp = dW = None
         if ctx.needs_input_grad[0]:
-            dE = _gradient_buffer(E)
-            _write_low_rank(dE, G, torch.cat((p[None, :], W.t())))
+            dE = kernels.low_rank(G, PW, _gradient_buffer(E))  # one write of the gradient
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            GtE = _transposed_product(G, E)  # (1 + K, d)
+            GtE = kernels.weighted_rows(E, G)  # (1 + K, d): one pass over E
             dp, dW = GtE[0], GtE[1:].t()
         return dE, dp, dW, None, None, None
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from attnbook.counts import TokenCounts
-from attnbook import model
+from attnbook import kernels, model
 from attnbook.losses import logistic_loss
 from attnbook.model import (
     attention_output,
@@ -124,11 +124,15 @@ def test_bad_input_raises(problem, mutate, message):
         attention_output(*mutate(E, p, v, seqs))
 
 
-def test_blocked_cpu_paths_agree_with_dense():
-    # V * d large enough that the gradient is written and E^T G read in several row blocks.
+@pytest.mark.parametrize("native", [True, False])
+def test_both_kernel_backends_agree_with_dense(monkeypatch, native):
+    # V * d large enough that the torch twins write the gradient in several row blocks.
+    if not native:
+        monkeypatch.setattr(kernels, "native_library", lambda: None)
     E, p, v, seqs, y = random_problem(7, V=700, d=256, n=25, max_len=40)
     E, p, v = E / 16, p / 4, v / 4
-    assert model._rows_per_block(E) < E.shape[0]
+    assert kernels.backend("cpu") == ("compiled" if native else "torch")
+    assert kernels._rows_per_block(E) < E.shape[0]
     for g_dense, g_count in zip(_grads(dense_attention_output, E, p, v, seqs, y),
                                 _grads(attention_output, E, p, v, seqs, y)):
         assert torch.allclose(g_dense, g_count, atol=1e-12, rtol=0)

@@ -1,0 +1,173 @@
+/* The kernels of count_kernels.c for one element type: count_kernels.c defines T (the type),
+ * SUFFIX (f32 or f64) and STREAM (the streaming-store copy for T) and includes this file. */
+
+#define GLUE_(a, b) a##_##b
+#define GLUE(a, b) GLUE_(a, b)
+#define NAME(name) GLUE(name, SUFFIX)
+
+/* Row-level helpers take the number of columns J as an argument and are always inlined; the
+ * loops call them through WITH_J, which writes out J = 1, 2, 3, 4, so that the compiler unrolls
+ * the loops over J (one pass over a row for all columns). Any other J takes the general path. */
+#define WITH_J(J, CALL)                                                                       \
+    switch (J) {                                                                              \
+    case 1: CALL(1); break;                                                                   \
+    case 2: CALL(2); break;                                                                   \
+    case 3: CALL(3); break;                                                                   \
+    case 4: CALL(4); break;                                                                   \
+    default: CALL(J);                                                                         \
+    }
+
+void NAME(scores)(const T *E, int64_t V, int64_t d, const T *P, int64_t J, T *S, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t s = 0; s < V; ++s) {
+        const T *e = E + s * d;
+        if (s + 1 < V) prefetch_row(e + d, d * (int64_t)sizeof(T));
+        for (int64_t j = 0; j < J; ++j) {
+            const T *q = P + j * d;
+            T part[LANES] = {0}; /* LANES independent sums: no wait on one chain of adds */
+            int64_t k = 0;
+            for (; k + LANES <= d; k += LANES) {
+#pragma omp simd
+                for (int l = 0; l < LANES; ++l) part[l] += e[k + l] * q[k + l];
+            }
+            T acc = 0;
+            for (; k < d; ++k) acc += e[k] * q[k];
+            for (int l = 0; l < LANES; ++l) acc += part[l];
+            S[s * J + j] = acc;
+        }
+    }
+}
+
+/* acc[j, :] += g[j] * e for j < J */
+static inline __attribute__((always_inline)) void NAME(add_weighted_row)(
+    T *acc, const T *e, const T *g, int64_t d, const int64_t J) {
+    if (J == 2) { /* one pass for both columns; the general loop below makes two */
+        T *acc1 = acc + d;
+        const T g0 = g[0], g1 = g[1];
+#pragma omp simd
+        for (int64_t k = 0; k < d; ++k) {
+            acc[k] += g0 * e[k];
+            acc1[k] += g1 * e[k];
+        }
+        return;
+    }
+    for (int64_t j = 0; j < J; ++j) {
+        const T gj = g[j];
+#pragma omp simd
+        for (int64_t k = 0; k < d; ++k) acc[j * d + k] += gj * e[k];
+    }
+}
+
+int NAME(weighted_rows)(const T *E, int64_t V, int64_t d, const T *G, int64_t J, T *Q,
+                        int threads) {
+    if (threads < 1) threads = 1;
+    T *shares = calloc((size_t)threads * J * d, sizeof(T)); /* one (J, d) sum per thread */
+    if (shares == NULL) return 1;
+#pragma omp parallel num_threads(threads)
+    {
+        T *acc = shares + (int64_t)THREAD_ID * J * d;
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < V; ++s) {
+            const T *e = E + s * d;
+            if (s + 1 < V) prefetch_row(e + d, d * (int64_t)sizeof(T));
+#define ADD_ROW(J_) NAME(add_weighted_row)(acc, e, G + s * J, d, J_)
+            WITH_J(J, ADD_ROW)
+#undef ADD_ROW
+        }
+    }
+    /* the shares are added in thread order */
+    memcpy(Q, shares, sizeof(T) * J * d);
+    for (int t = 1; t < threads; ++t)
+        for (int64_t k = 0; k < J * d; ++k) Q[k] += shares[(int64_t)t * J * d + k];
+    free(shares);
+    return 0;
+}
+
+/* out[l] = sum_j g[j] * P[j, k + l] for l < len */
+static inline __attribute__((always_inline)) void NAME(combine_rows)(
+    T *out, const T *g, const T *P, int64_t d, int64_t k, int len, const int64_t J) {
+#pragma omp simd
+    for (int l = 0; l < len; ++l) {
+        T x = 0;
+        for (int64_t j = 0; j < J; ++j) x += g[j] * P[j * d + k + l];
+        out[l] = x;
+    }
+}
+
+void NAME(low_rank)(const T *G, const T *P, int64_t V, int64_t d, int64_t J, T *D, int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        T piece[LANES]; /* a piece of a row of D, built in cache, then streamed out */
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < V; ++s) {
+            for (int64_t k = 0; k < d; k += LANES) {
+                const int len = d - k < LANES ? (int)(d - k) : LANES;
+#define COMBINE(J_) NAME(combine_rows)(piece, G + s * J, P, d, k, len, J_)
+                WITH_J(J, COMBINE)
+#undef COMBINE
+                STREAM(D + s * d + k, piece, len);
+            }
+        }
+        store_fence();
+    }
+}
+
+/* y[j] = sum over the entries k of one CSR row of values[k] * X[indices[k], j], j < J.
+ * The binary model's J = 2 is written out: four partial sums per column, so that the adds do
+ * not wait on one another (a single chain of adds measured three times slower), and scalar
+ * code (the compiler's own vectorisation uses gathers, which measured twice as slow). */
+static inline __attribute__((always_inline)) void NAME(csr_row)(
+    T *y, const int32_t *indices, const T *values, int32_t lo, int32_t hi, const T *X,
+    const int64_t J) {
+    if (J == 2) {
+        T a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+        int32_t k = lo;
+        for (; k + 4 <= hi; k += 4) {
+            const T *x0 = X + 2 * (int64_t)indices[k], *x1 = X + 2 * (int64_t)indices[k + 1];
+            const T *x2 = X + 2 * (int64_t)indices[k + 2], *x3 = X + 2 * (int64_t)indices[k + 3];
+            a0 += values[k] * x0[0];
+            b0 += values[k] * x0[1];
+            a1 += values[k + 1] * x1[0];
+            b1 += values[k + 1] * x1[1];
+            a2 += values[k + 2] * x2[0];
+            b2 += values[k + 2] * x2[1];
+            a3 += values[k + 3] * x3[0];
+            b3 += values[k + 3] * x3[1];
+        }
+        for (; k < hi; ++k) {
+            a0 += values[k] * X[2 * (int64_t)indices[k]];
+            b0 += values[k] * X[2 * (int64_t)indices[k] + 1];
+        }
+        y[0] = (a0 + a1) + (a2 + a3);
+        y[1] = (b0 + b1) + (b2 + b3);
+        return;
+    }
+    T acc[MAX_COLUMNS];
+    for (int64_t j = 0; j < J; ++j) acc[j] = 0;
+    for (int32_t k = lo; k < hi; ++k) {
+        const T c = values[k];
+        const T *x = X + (int64_t)indices[k] * J;
+        for (int64_t j = 0; j < J; ++j) acc[j] += c * x[j];
+    }
+    for (int64_t j = 0; j < J; ++j) y[j] = acc[j];
+}
+
+void NAME(csr_times)(const int32_t *indptr, const int32_t *indices, const T *values, int64_t n,
+                     const T *X, int64_t J, T *Y, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 32)
+    for (int64_t i = 0; i < n; ++i) {
+        if (i + AHEAD < n) { /* the entries of a row a little further on */
+            const int32_t lo = indptr[i + AHEAD], len = indptr[i + AHEAD + 1] - lo;
+            prefetch_row(indices + lo, len * (int64_t)sizeof(int32_t));
+            prefetch_row(values + lo, len * (int64_t)sizeof(T));
+        }
+#define ROW(J_) NAME(csr_row)(Y + i * J, indices, values, indptr[i], indptr[i + 1], X, J_)
+        WITH_J(J, ROW)
+#undef ROW
+    }
+}
+
+#undef WITH_J
+#undef NAME
+#undef GLUE
+#undef GLUE_

@@ -1,0 +1,105 @@
+/* The memory-bound passes of the count engine, for float and double.
+ *
+ * attnbook.kernels compiles this file with the machine's C compiler on first use and calls it
+ * through ctypes; each function has a torch twin there that gives the same numbers. Dense
+ * matrices are row-major and contiguous; sparse matrices are CSR with 32-bit row pointers and
+ * column indices. Rows are shared out between OpenMP threads, and every result is summed in
+ * a fixed order, so it does not depend on timing.
+ *
+ *   scores:        S = E P^T     E (V, d), P (J, d)     -> S (V, J)    one read of E
+ *   weighted_rows: Q = G^T E     E (V, d), G (V, J)     -> Q (J, d)    one read of E
+ *   low_rank:      D = G P       G (V, J), P (J, d)     -> D (V, d)    one write of D
+ *   csr_times:     Y = A X       A (n, m) CSR, X (m, J) -> Y (n, J)    one read of A
+ *
+ * The functions are written once, in count_kernels_typed.h, for an element type T, and included
+ * here for float (suffix f32) and double (suffix f64).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#define THREAD_ID omp_get_thread_num()
+#else
+#define THREAD_ID 0
+#endif
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#define LANES 64       /* elements an inner loop works on at once (independent partial sums) */
+#define AHEAD 2        /* csr_times: prefetch the row this many rows ahead */
+#define MAX_COLUMNS 16 /* csr_times: at most this many columns (kernels.py checks) */
+
+/* Ask for the next row while this one is worked on: more loads in flight than the hardware
+ * prefetcher issues by itself (it halves the time of a pass over E on the machines we use). */
+static inline void prefetch_row(const void *row, int64_t bytes) {
+    const char *p = (const char *)row;
+    for (int64_t k = 0; k < bytes; k += 64) __builtin_prefetch(p + k);
+}
+
+/* Copy a short buffer to memory with streaming (non-temporal) stores where the CPU has them:
+ * the gradient is written once and not read here, so it need not be fetched into the cache
+ * first. The caller fences once when all stores are issued. */
+static inline void stream_float(float *dst, const float *src, int64_t n) {
+    int64_t k = 0;
+#if defined(__AVX512F__)
+    for (; k < n && ((uintptr_t)(dst + k) & 63); ++k) dst[k] = src[k];
+    for (; k + 16 <= n; k += 16) _mm512_stream_ps(dst + k, _mm512_loadu_ps(src + k));
+#elif defined(__AVX__)
+    for (; k < n && ((uintptr_t)(dst + k) & 31); ++k) dst[k] = src[k];
+    for (; k + 8 <= n; k += 8) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));
+#elif defined(__SSE2__)
+    for (; k < n && ((uintptr_t)(dst + k) & 15); ++k) dst[k] = src[k];
+    for (; k + 4 <= n; k += 4) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
+#endif
+    for (; k < n; ++k) dst[k] = src[k];
+}
+
+static inline void stream_double(double *dst, const double *src, int64_t n) {
+    int64_t k = 0;
+#if defined(__AVX512F__)
+    for (; k < n && ((uintptr_t)(dst + k) & 63); ++k) dst[k] = src[k];
+    for (; k + 8 <= n; k += 8) _mm512_stream_pd(dst + k, _mm512_loadu_pd(src + k));
+#elif defined(__AVX__)
+    for (; k < n && ((uintptr_t)(dst + k) & 31); ++k) dst[k] = src[k];
+    for (; k + 4 <= n; k += 4) _mm256_stream_pd(dst + k, _mm256_loadu_pd(src + k));
+#elif defined(__SSE2__)
+    for (; k < n && ((uintptr_t)(dst + k) & 15); ++k) dst[k] = src[k];
+    for (; k + 2 <= n; k += 2) _mm_stream_pd(dst + k, _mm_loadu_pd(src + k));
+#endif
+    for (; k < n; ++k) dst[k] = src[k];
+}
+
+static inline void store_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+#define T float
+#define SUFFIX f32
+#define STREAM stream_float
+#include "count_kernels_typed.h"
+#undef T
+#undef SUFFIX
+#undef STREAM
+
+#define T double
+#define SUFFIX f64
+#define STREAM stream_double
+#include "count_kernels_typed.h"
+#undef T
+#undef SUFFIX
+#undef STREAM
+
+/* 1 when this build shares rows between OpenMP threads, 0 when it runs on one thread. */
+int openmp_enabled(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
