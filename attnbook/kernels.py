@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["backend", "native_library", "scores", "weighted_rows", "low_rank", "csr_times"]
+__all__ = ["backend", "csr_times", "low_rank", "native_library", "scores", "weighted_rows"]
 
 _SOURCE = Path(__file__).with_name("count_kernels.c")
 _SOURCES = (_SOURCE, _SOURCE.with_name("count_kernels_typed.h"))  # the .c includes the .h
@@ -66,7 +66,7 @@ def _compile(compiler: str, flags: list[str], target: Path) -> bool:
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             out = Path(tmp) / target.name
             cmd = [compiler, *flags, "-shared", "-fPIC", "-o", str(out), str(_SOURCE)]
-            done = subprocess.run(cmd, capture_output=True, timeout=120)
+            done = subprocess.run(cmd, check=False, capture_output=True, timeout=120)
             if done.returncode != 0 or not out.exists():
                 return False
             os.replace(out, target)
@@ -87,7 +87,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def native_library() -> ctypes.CDLL | None:
     """The compiled kernels, built on first use; ``None`` when they cannot be had here."""
     if os.environ.get("ATTNBOOK_NATIVE", "1") == "0":

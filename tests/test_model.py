@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 import torch
+from conftest import random_problem
 
-from attnbook.counts import TokenCounts
 from attnbook import kernels, model
+from attnbook.counts import TokenCounts
 from attnbook.losses import logistic_loss
 from attnbook.model import (
     attention_output,
@@ -11,7 +12,6 @@ from attnbook.model import (
     dense_attention_output,
     token_attention,
 )
-from conftest import random_problem
 
 
 def _grads(fn, E, p, v, seqs, y):
