@@ -17,44 +17,78 @@
     default: CALL(J);                                                                         \
     }
 
+/* s[j] = e . P[j, :] for j < J; LANES independent partial sums, so that no add waits on the one
+ * before it */
+static inline void NAME(row_scores)(T *s, const T *e, const T *P, int64_t d, int64_t J) {
+    for (int64_t j = 0; j < J; ++j) {
+        const T *q = P + j * d;
+        T part[LANES] = {0};
+        int64_t k = 0;
+        for (; k + LANES <= d; k += LANES) {
+#pragma omp simd
+            for (int l = 0; l < LANES; ++l) part[l] += e[k + l] * q[k + l];
+        }
+        T acc = 0;
+        for (; k < d; ++k) acc += e[k] * q[k];
+        for (int l = 0; l < LANES; ++l) acc += part[l];
+        s[j] = acc;
+    }
+}
+
+/* the scores of four rows against two columns (the binary model): eight sums side by side, and
+ * each element of P loaded once for four rows */
+static inline void NAME(four_rows_two_scores)(T *s, const T *e, const T *P, int64_t d) {
+    const T *e0 = e, *e1 = e + d, *e2 = e + 2 * d, *e3 = e + 3 * d, *p = P, *q = P + d;
+    T a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, b0, b1, b2, b3)
+    for (int64_t k = 0; k < d; ++k) {
+        a0 += e0[k] * p[k];
+        b0 += e0[k] * q[k];
+        a1 += e1[k] * p[k];
+        b1 += e1[k] * q[k];
+        a2 += e2[k] * p[k];
+        b2 += e2[k] * q[k];
+        a3 += e3[k] * p[k];
+        b3 += e3[k] * q[k];
+    }
+    s[0] = a0, s[1] = b0, s[2] = a1, s[3] = b1, s[4] = a2, s[5] = b2, s[6] = a3, s[7] = b3;
+}
+
 void NAME(scores)(const T *E, int64_t V, int64_t d, const T *P, int64_t J, T *S, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t s = 0; s < V; ++s) {
-        const T *e = E + s * d;
-        if (s + 1 < V) prefetch_row(e + d, d * (int64_t)sizeof(T));
-        for (int64_t j = 0; j < J; ++j) {
-            const T *q = P + j * d;
-            T part[LANES] = {0}; /* LANES independent sums: no wait on one chain of adds */
-            int64_t k = 0;
-            for (; k + LANES <= d; k += LANES) {
-#pragma omp simd
-                for (int l = 0; l < LANES; ++l) part[l] += e[k + l] * q[k + l];
-            }
-            T acc = 0;
-            for (; k < d; ++k) acc += e[k] * q[k];
-            for (int l = 0; l < LANES; ++l) acc += part[l];
-            S[s * J + j] = acc;
+    for (int64_t b = 0; b < V; b += 4) { /* blocks of four rows */
+        const int64_t rows = V - b < 4 ? V - b : 4;
+        const T *e = E + b * d;
+        if (b + 4 < V) prefetch_row(e + 4 * d, (V - b - 4 < 4 ? V - b - 4 : 4) * d * (int64_t)sizeof(T));
+        if (rows == 4 && J == 2) {
+            NAME(four_rows_two_scores)(S + b * 2, e, P, d);
+            continue;
         }
+        for (int64_t r = 0; r < rows; ++r) NAME(row_scores)(S + (b + r) * J, e + r * d, P, d, J);
     }
 }
 
 /* acc[j, :] += g[j] * e for j < J */
 static inline __attribute__((always_inline)) void NAME(add_weighted_row)(
     T *acc, const T *e, const T *g, int64_t d, const int64_t J) {
-    if (J == 2) { /* one pass for both columns; the general loop below makes two */
-        T *acc1 = acc + d;
-        const T g0 = g[0], g1 = g[1];
-#pragma omp simd
-        for (int64_t k = 0; k < d; ++k) {
-            acc[k] += g0 * e[k];
-            acc1[k] += g1 * e[k];
-        }
-        return;
-    }
     for (int64_t j = 0; j < J; ++j) {
         const T gj = g[j];
 #pragma omp simd
         for (int64_t k = 0; k < d; ++k) acc[j * d + k] += gj * e[k];
+    }
+}
+
+/* acc[j, :] += sum_r g[r, j] * e[r, :] for four rows r (J = 2): the sums stay in registers
+ * across the four rows, so acc is loaded and stored once per four rows of E */
+static inline void NAME(add_four_rows_two_columns)(T *acc, const T *e, const T *g, int64_t d) {
+    const T *e0 = e, *e1 = e + d, *e2 = e + 2 * d, *e3 = e + 3 * d;
+    const T p0 = g[0], p1 = g[2], p2 = g[4], p3 = g[6];
+    const T q0 = g[1], q1 = g[3], q2 = g[5], q3 = g[7];
+    T *acc1 = acc + d;
+#pragma omp simd
+    for (int64_t k = 0; k < d; ++k) {
+        acc[k] += (p0 * e0[k] + p1 * e1[k]) + (p2 * e2[k] + p3 * e3[k]);
+        acc1[k] += (q0 * e0[k] + q1 * e1[k]) + (q2 * e2[k] + q3 * e3[k]);
     }
 }
 
@@ -67,12 +101,19 @@ int NAME(weighted_rows)(const T *E, int64_t V, int64_t d, const T *G, int64_t J,
     {
         T *acc = shares + (int64_t)THREAD_ID * J * d;
 #pragma omp for schedule(static)
-        for (int64_t s = 0; s < V; ++s) {
-            const T *e = E + s * d;
-            if (s + 1 < V) prefetch_row(e + d, d * (int64_t)sizeof(T));
-#define ADD_ROW(J_) NAME(add_weighted_row)(acc, e, G + s * J, d, J_)
-            WITH_J(J, ADD_ROW)
+        for (int64_t b = 0; b < V; b += 4) { /* blocks of four rows */
+            const int64_t rows = V - b < 4 ? V - b : 4;
+            const T *e = E + b * d;
+            if (b + 4 < V) prefetch_row(e + 4 * d, (V - b - 4 < 4 ? V - b - 4 : 4) * d * (int64_t)sizeof(T));
+            if (rows == 4 && J == 2) {
+                NAME(add_four_rows_two_columns)(acc, e, G + b * 2, d);
+                continue;
+            }
+            for (int64_t r = 0; r < rows; ++r) {
+#define ADD_ROW(J_) NAME(add_weighted_row)(acc, e + r * d, G + (b + r) * J, d, J_)
+                WITH_J(J, ADD_ROW)
 #undef ADD_ROW
+            }
         }
     }
     /* the shares are added in thread order */
