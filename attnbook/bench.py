@@ -15,6 +15,9 @@ In one run it
 4. measures the memory bandwidth of the machine (a large array copy, :func:`copy_bandwidth`)
    and compares the engine with the time it takes to move the bytes a gradient evaluation must
    move at the very least (:func:`minimum_bytes`: the counts once, ``E`` once, its gradient once);
+   times each pass of the engine on its own (:func:`engine_passes`) and the gradient with the
+   compiled kernels of :mod:`attnbook.kernels` and with their torch twins
+   (:func:`backend_times`);
 5. times the two-layer model (:mod:`attnbook.two_layer`) against its padded reference on a
    subset;
 6. shows how the engine's time grows with the number of documents, ``d`` and the vocabulary
@@ -35,6 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from . import kernels
 from .counts import TokenCounts
 from .losses import logistic_loss
 from .model import count_attention_output
@@ -56,6 +60,8 @@ __all__ = [
     "copy_bandwidth",
     "minimum_bytes",
     "engine_step_time",
+    "engine_passes",
+    "backend_times",
     "scaling_table",
     "fit_linear_time",
     "main",
@@ -244,8 +250,9 @@ def _sync(device: torch.device) -> None:
 
 
 def time_min(fn: Callable[[], object], repeats: int = 5, device: torch.device | None = None,
-             warmup: int = 1) -> float:
-    """The minimum wall time of ``fn()`` in seconds over ``repeats`` calls (after ``warmup``)."""
+             warmup: int = 1, before: Callable[[], object] | None = None) -> float:
+    """The minimum wall time of ``fn()`` in seconds over ``repeats`` calls (after ``warmup``);
+    ``before()``, when given, runs untimed before every call."""
     if repeats < 1:
         raise ValueError(f"repeats must be positive, got {repeats}")
     device = torch.device("cpu") if device is None else device
@@ -254,6 +261,9 @@ def time_min(fn: Callable[[], object], repeats: int = 5, device: torch.device | 
     _sync(device)
     best = math.inf
     for _ in range(repeats):
+        if before is not None:
+            before()
+            _sync(device)
         t0 = time.perf_counter()
         fn()
         _sync(device)
@@ -347,14 +357,14 @@ def compare_implementations(
     return out
 
 
-def engine_step_time(
-    params: dict[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor,
-    repeats: int = 5,
-) -> tuple[float, float]:
-    """(forward+backward, forward+backward+Adam step) minimum times in seconds, full batch."""
+def _gradient_and_step(
+    params: dict[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Closures for one full-batch forward+backward and for one training step (that and an
+    Adam update, with the optimizer of :func:`attnbook.train.fit`)."""
     E, p, v = params["E"], params["p"], params["v"]
     y = labels.to(E.dtype).to(E.device)
-    opt = _OPTIMIZERS["adam"]([E, p, v], 1e-3)  # the optimizer of attnbook.train.fit
+    opt = _OPTIMIZERS["adam"]([E, p, v], 1e-3)
 
     def grad() -> None:
         opt.zero_grad(set_to_none=True)
@@ -364,9 +374,80 @@ def engine_step_time(
         grad()
         opt.step()
 
-    t_grad = time_min(grad, repeats, E.device)
-    t_step = time_min(step, repeats, E.device)
-    return t_grad, t_step
+    return grad, step
+
+
+def engine_step_time(
+    params: dict[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor,
+    repeats: int = 5,
+) -> tuple[float, float]:
+    """(forward+backward, forward+backward+Adam step) minimum times in seconds, full batch.
+    The steps update ``params`` in place."""
+    grad, step = _gradient_and_step(params, counts, labels)
+    device = params["E"].device
+    return time_min(grad, repeats, device), time_min(step, repeats, device)
+
+
+def _cache_evictor(device: torch.device, nbytes: int = 2**28) -> Callable[[], object]:
+    """A function that reads ``nbytes`` of other memory, so that the next pass starts with
+    nothing of its own in the CPU caches (as in a training step, where the passes in between
+    move far more than the caches hold)."""
+    junk = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    return lambda: junk.sum()
+
+
+def engine_passes(
+    params: dict[str, torch.Tensor], counts: TokenCounts, repeats: int = 7
+) -> list[dict[str, float | str]]:
+    """Time and bytes of each memory-bound pass of one engine gradient (binary model).
+
+    The passes are those of :mod:`attnbook.kernels`, on operands of the shapes one gradient
+    evaluation gives them: the scores ``E [p, v]``, the two count products, the gradient write
+    ``dE = [G_a, G_b] [p, v]^T`` and ``E^T [G_a, G_b]``. Their values do not change the
+    time of a memory-bound pass, so random operands are used. Each is timed from memory (caches
+    emptied before every repetition). Returns one dict per pass with ``pass``, ``MB`` (bytes
+    it must move), ``ms`` and ``GB/s``.
+    """
+    E, p, v = (params[k].detach() for k in ("E", "p", "v"))
+    device, dtype = E.device, E.dtype
+    item = E.element_size()
+    V, d = E.shape
+    n = counts.n_sequences
+    A, At = counts.sparse_matrices(dtype)
+    gen = torch.Generator().manual_seed(0)
+    rand = lambda *shape: torch.rand(*shape, generator=gen, dtype=dtype).to(device)  # noqa: E731
+    PW, X, Y, G = torch.stack((p, v)), rand(V, 2), rand(n, 2), rand(V, 2)
+    out = torch.empty_like(E)
+    e_bytes = V * d * item
+    csr_bytes = (4 + item) * counts.nnz
+    passes = [
+        ("scores E [p, v]", e_bytes, lambda: kernels.scores(E, PW)),
+        ("counts A [u, u b]", csr_bytes + 4 * (n + 1), lambda: kernels.csr_times(A, X)),
+        ("counts A^T [r_D, r]", csr_bytes + 4 * (V + 1), lambda: kernels.csr_times(At, Y)),
+        ("write dE = G [p, v]^T", e_bytes, lambda: kernels.low_rank(G, PW, out)),
+        ("E^T G", e_bytes, lambda: kernels.weighted_rows(E, G)),
+    ]
+    evict = _cache_evictor(device)
+    rows = []
+    for name, nbytes, fn in passes:
+        t = time_min(fn, repeats, device, before=evict)
+        rows.append({"pass": name, "MB": nbytes / 1e6, "ms": 1e3 * t, "GB/s": nbytes / t / 1e9})
+    return rows
+
+
+def backend_times(
+    params: dict[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor, repeats: int = 7
+) -> dict[str, float]:
+    """Full-batch forward+backward time (s) with the compiled kernels and with their torch
+    twins (:func:`attnbook.kernels.torch_only`); only the available backends are timed."""
+    grad, _ = _gradient_and_step(params, counts, labels)
+    device = params["E"].device
+    out = {}
+    if kernels.backend(device) == "compiled":
+        out["compiled"] = time_min(grad, repeats, device)
+    with kernels.torch_only():
+        out["torch"] = time_min(grad, repeats, device)
+    return out
 
 
 def scaling_table(
@@ -492,6 +573,12 @@ def two_layer_comparison(
 
 
 # --------------------------------------------------------------------------- command line
+def _passes_table(rows: Sequence[dict[str, float | str]]) -> str:
+    lines = [f"{'pass':<24} {'MB':>7} {'ms':>7} {'GB/s':>7}"]
+    lines += [f"{r['pass']:<24} {r['MB']:>7.1f} {r['ms']:>7.3f} {r['GB/s']:>7.1f}" for r in rows]
+    return "\n".join(lines)
+
+
 def _table(rows: Sequence[dict[str, float]]) -> str:
     head = f"{'varied':>10} {'docs':>7} {'V':>6} {'d':>6} {'nnz':>10} {'V*d':>11} {'ms':>9} {'ns/count':>9}"
     lines = [head]
@@ -528,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         ap.error("--device cuda was asked for, but torch sees no CUDA device")
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
     print(f"device: {device} ({name}), torch {torch.__version__}, "
-          f"{torch.get_num_threads()} CPU thread(s)")
+          f"{torch.get_num_threads()} CPU thread(s), engine kernels: {kernels.backend(device)}")
 
     prep = prepare(args.dataset, args.min_df)
     counts, y = prep.counts, prep.labels
@@ -568,6 +655,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
           f"{nbytes / 1e6:.1f} MB -> bound {1e3 * t_bound:.2f} ms; engine reaches "
           f"{fraction:.3f} of the bound ({t_grad / t_bound:.1f}x the bound)")
 
+    # where the time goes, and what the compiled kernels buy
+    params = _init(V, d, 0, torch.float32, device)
+    passes = engine_passes(params, counts, repeats=args.repeats)
+    print("the engine's passes, each timed from memory:")
+    print(_passes_table(passes))
+    t_passes = sum(r["ms"] for r in passes) / 1e3
+    print(f"passes {1e3 * t_passes:.2f} ms of the {1e3 * t_grad:.2f} ms gradient; the rest "
+          "is small tensor operations and autograd")
+    backends = backend_times(params, counts, y, repeats=args.repeats)
+    del params
+    if "compiled" in backends:
+        print(f"gradient with the compiled kernels {1e3 * backends['compiled']:.2f} ms, with "
+              f"their torch twins {1e3 * backends['torch']:.2f} ms -> "
+              f"{backends['torch'] / backends['compiled']:.1f}x")
+
     # (4) two-layer model
     two = two_layer_comparison(counts, y, n_docs=args.two_layer_docs, dim=args.two_layer_dim,
                                repeats=max(2, args.repeats // 3))
@@ -591,7 +693,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     print(f"speedup={speedup:.1f} bound_fraction={fraction:.3f}")
     return dict(speedup=speedup, bound_fraction=fraction, t_usual=t_usual, t_grad=t_grad,
                 t_step=t_step, bandwidth=bw, bytes=nbytes, loss_rel=cmp["loss_rel"],
-                grad_rel=cmp["grad_rel"], two_layer=two, scaling=rows)
+                grad_rel=cmp["grad_rel"], two_layer=two, scaling=rows, passes=passes,
+                backends=backends)
 
 
 def _cpu_name() -> str:

@@ -18,6 +18,7 @@ the dense reference.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -27,11 +28,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
-__all__ = ["backend", "csr_times", "low_rank", "native_library", "scores", "weighted_rows"]
+__all__ = [
+    "backend", "csr_times", "low_rank", "native_library", "scores", "torch_only", "weighted_rows",
+]
 
 _SOURCE = Path(__file__).with_name("count_kernels.c")
 _SOURCES = (_SOURCE, _SOURCE.with_name("count_kernels_typed.h"))  # the .c includes the .h
@@ -88,10 +92,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 
 @functools.cache
-def native_library() -> ctypes.CDLL | None:
-    """The compiled kernels, built on first use; ``None`` when they cannot be had here."""
-    if os.environ.get("ATTNBOOK_NATIVE", "1") == "0":
-        return None
+def _build_library() -> ctypes.CDLL | None:
+    """Compile (once per machine and source) and load the kernels; ``None`` when impossible."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None or not all(path.exists() for path in _SOURCES):
         return None
@@ -107,6 +109,28 @@ def native_library() -> ctypes.CDLL | None:
             except OSError:
                 continue
     return None
+
+
+_TORCH_ONLY = False
+
+
+def native_library() -> ctypes.CDLL | None:
+    """The compiled kernels, built on first use; ``None`` when they cannot be had here, when
+    ``ATTNBOOK_NATIVE=0`` is set, or inside :func:`torch_only`."""
+    if _TORCH_ONLY or os.environ.get("ATTNBOOK_NATIVE", "1") == "0":
+        return None
+    return _build_library()
+
+
+@contextlib.contextmanager
+def torch_only() -> Iterator[None]:
+    """Within this block the passes use their torch twins (to compare the two backends)."""
+    global _TORCH_ONLY
+    before, _TORCH_ONLY = _TORCH_ONLY, True
+    try:
+        yield
+    finally:
+        _TORCH_ONLY = before
 
 
 def _uses_native(*tensors: torch.Tensor) -> bool:

@@ -113,3 +113,18 @@ def test_multihead_engine_matches_row_shift_path(K):
     assert torch.allclose(grads[0][0], grads[1][0], atol=1e-12)
     for a, b in zip(grads[0][1], grads[1][1]):
         assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_engine_passes_and_backend_times_cover_the_gradient():
+    E, p, v, seqs, y, counts = _counts(seed=6, V=40, n=30)
+    params = {k: t.float().clone().requires_grad_(True) for k, t in zip("Epv", (E, p, v))}
+    rows = bench.engine_passes(params, counts, repeats=2)
+    assert [r["pass"] for r in rows] == ["scores E [p, v]", "counts A [u, u b]",
+                                         "counts A^T [r_D, r]", "write dE = G [p, v]^T", "E^T G"]
+    V, d = E.shape
+    item = 4  # float32
+    assert rows[0]["MB"] * 1e6 == pytest.approx(V * d * item)
+    assert rows[1]["MB"] * 1e6 == pytest.approx((4 + item) * counts.nnz + 4 * (counts.n_sequences + 1))
+    assert all(r["ms"] > 0 and r["GB/s"] > 0 for r in rows)
+    times = bench.backend_times(params, counts, y, repeats=2)
+    assert set(times) == {"compiled", "torch"} and min(times.values()) > 0

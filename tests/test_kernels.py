@@ -13,12 +13,15 @@ BACKENDS = ["compiled", "torch"]
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request, monkeypatch):
+def backend(request):
     """Run a test once with the compiled kernels and once with their torch twins."""
     if request.param == "torch":
-        monkeypatch.setattr(kernels, "native_library", lambda: None)
-    assert kernels.backend("cpu") == request.param
-    return request.param
+        with kernels.torch_only():
+            assert kernels.backend("cpu") == "torch"
+            yield request.param
+    else:
+        assert kernels.backend("cpu") == "compiled"
+        yield request.param
 
 
 def test_compiled_kernels_are_built_where_a_compiler_exists():
@@ -28,6 +31,10 @@ def test_compiled_kernels_are_built_where_a_compiler_exists():
     assert kernels.native_library() is not None
     assert kernels.backend("cpu") == "compiled"
     assert kernels.backend("meta") == "torch"
+    with kernels.torch_only():
+        assert kernels.native_library() is None
+        assert kernels.backend("cpu") == "torch"
+    assert kernels.backend("cpu") == "compiled"
 
 
 # d = 37 and 2048 + 5 are not multiples of the 64-wide inner loops; J = 5 and 17 take the
