@@ -21,23 +21,37 @@
 #ifdef _OPENMP
 #include <omp.h>
 #define THREAD_ID omp_get_thread_num()
+#define TEAM_SIZE omp_get_num_threads()
 #else
 #define THREAD_ID 0
+#define TEAM_SIZE 1
 #endif
 
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
-#define LANES 64       /* elements an inner loop works on at once (independent partial sums) */
-#define AHEAD 2        /* csr_times: prefetch the row this many rows ahead */
-#define MAX_COLUMNS 16 /* csr_times: at most this many columns (kernels.py checks) */
+/* Sizes below were the fastest of those tried on a 2-core AMD EPYC (Zen 5) with
+ * python -m attnbook.bench; every choice gives the same results up to rounding. */
+#define BLOCK_ROWS 8                 /* rows of E that a pass over E works on at once */
+#define VECTOR (64 / (int)sizeof(T)) /* elements in 64 bytes: one AVX-512 register */
+#define LANES 64                     /* elements an inner loop works on at once */
+#define AHEAD 8                      /* csr_times: prefetch the row this many rows ahead */
+#define MAX_COLUMNS 16               /* csr_times: at most this many columns (kernels.py checks) */
 
 /* Ask for the next row while this one is worked on: more loads in flight than the hardware
  * prefetcher issues by itself (it halves the time of a pass over E on the machines we use). */
 static inline void prefetch_row(const void *row, int64_t bytes) {
     const char *p = (const char *)row;
     for (int64_t k = 0; k < bytes; k += 64) __builtin_prefetch(p + k);
+}
+
+/* The block of rows after the one that starts at row b (rows of `bytes` bytes, V in all). */
+static inline void prefetch_block(const void *block, int64_t b, int64_t V, int64_t bytes) {
+    const int64_t next = b + BLOCK_ROWS;
+    if (next < V)
+        prefetch_row((const char *)block + BLOCK_ROWS * bytes,
+                     (V - next < BLOCK_ROWS ? V - next : BLOCK_ROWS) * bytes);
 }
 
 /* Copy a short buffer to memory with streaming (non-temporal) stores where the CPU has them:

@@ -35,33 +35,44 @@ static inline void NAME(row_scores)(T *s, const T *e, const T *P, int64_t d, int
     }
 }
 
-/* the scores of four rows against two columns (the binary model): eight sums side by side, and
- * each element of P loaded once for four rows */
-static inline void NAME(four_rows_two_scores)(T *s, const T *e, const T *P, int64_t d) {
-    const T *e0 = e, *e1 = e + d, *e2 = e + 2 * d, *e3 = e + 3 * d, *p = P, *q = P + d;
-    T a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-#pragma omp simd reduction(+ : a0, a1, a2, a3, b0, b1, b2, b3)
-    for (int64_t k = 0; k < d; ++k) {
-        a0 += e0[k] * p[k];
-        b0 += e0[k] * q[k];
-        a1 += e1[k] * p[k];
-        b1 += e1[k] * q[k];
-        a2 += e2[k] * p[k];
-        b2 += e2[k] * q[k];
-        a3 += e3[k] * p[k];
-        b3 += e3[k] * q[k];
+/* the scores of a block of BLOCK_ROWS rows against two columns (the binary model): all the sums
+ * side by side, each in VECTOR partial sums, and each element of P loaded once per block */
+static inline void NAME(block_two_scores)(T *s, const T *e, const T *P, int64_t d) {
+    const T *p = P, *q = P + d;
+    T pa[BLOCK_ROWS][VECTOR] = {{0}}, pb[BLOCK_ROWS][VECTOR] = {{0}};
+    int64_t k = 0;
+    for (; k + VECTOR <= d; k += VECTOR) {
+        for (int r = 0; r < BLOCK_ROWS; ++r) {
+#pragma omp simd
+            for (int l = 0; l < VECTOR; ++l) {
+                pa[r][l] += e[r * d + k + l] * p[k + l];
+                pb[r][l] += e[r * d + k + l] * q[k + l];
+            }
+        }
     }
-    s[0] = a0, s[1] = b0, s[2] = a1, s[3] = b1, s[4] = a2, s[5] = b2, s[6] = a3, s[7] = b3;
+    for (int r = 0; r < BLOCK_ROWS; ++r) {
+        T a = 0, b = 0;
+        for (int64_t m = k; m < d; ++m) {
+            a += e[r * d + m] * p[m];
+            b += e[r * d + m] * q[m];
+        }
+        for (int l = 0; l < VECTOR; ++l) {
+            a += pa[r][l];
+            b += pb[r][l];
+        }
+        s[2 * r] = a;
+        s[2 * r + 1] = b;
+    }
 }
 
 void NAME(scores)(const T *E, int64_t V, int64_t d, const T *P, int64_t J, T *S, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t b = 0; b < V; b += 4) { /* blocks of four rows */
-        const int64_t rows = V - b < 4 ? V - b : 4;
+    for (int64_t b = 0; b < V; b += BLOCK_ROWS) {
+        const int64_t rows = V - b < BLOCK_ROWS ? V - b : BLOCK_ROWS;
         const T *e = E + b * d;
-        if (b + 4 < V) prefetch_row(e + 4 * d, (V - b - 4 < 4 ? V - b - 4 : 4) * d * (int64_t)sizeof(T));
-        if (rows == 4 && J == 2) {
-            NAME(four_rows_two_scores)(S + b * 2, e, P, d);
+        prefetch_block(e, b, V, d * (int64_t)sizeof(T));
+        if (rows == BLOCK_ROWS && J == 2) {
+            NAME(block_two_scores)(S + b * 2, e, P, d);
             continue;
         }
         for (int64_t r = 0; r < rows; ++r) NAME(row_scores)(S + (b + r) * J, e + r * d, P, d, J);
@@ -78,17 +89,21 @@ static inline __attribute__((always_inline)) void NAME(add_weighted_row)(
     }
 }
 
-/* acc[j, :] += sum_r g[r, j] * e[r, :] for four rows r (J = 2): the sums stay in registers
- * across the four rows, so acc is loaded and stored once per four rows of E */
-static inline void NAME(add_four_rows_two_columns)(T *acc, const T *e, const T *g, int64_t d) {
-    const T *e0 = e, *e1 = e + d, *e2 = e + 2 * d, *e3 = e + 3 * d;
-    const T p0 = g[0], p1 = g[2], p2 = g[4], p3 = g[6];
-    const T q0 = g[1], q1 = g[3], q2 = g[5], q3 = g[7];
+/* acc[j, :] += sum_r g[r, j] * e[r, :] over a block of BLOCK_ROWS rows r (J = 2): the sums
+ * stay in registers across the block, so acc is loaded and stored once per block of E */
+static inline void NAME(add_block_two_columns)(T *acc, const T *e, const T *g, int64_t d) {
+    T w[2 * BLOCK_ROWS]; /* the weights, in a local copy that no store to acc can change */
+    memcpy(w, g, sizeof w);
     T *acc1 = acc + d;
 #pragma omp simd
     for (int64_t k = 0; k < d; ++k) {
-        acc[k] += (p0 * e0[k] + p1 * e1[k]) + (p2 * e2[k] + p3 * e3[k]);
-        acc1[k] += (q0 * e0[k] + q1 * e1[k]) + (q2 * e2[k] + q3 * e3[k]);
+        T s0 = 0, s1 = 0;
+        for (int r = 0; r < BLOCK_ROWS; ++r) {
+            s0 += w[2 * r] * e[r * d + k];
+            s1 += w[2 * r + 1] * e[r * d + k];
+        }
+        acc[k] += s0;
+        acc1[k] += s1;
     }
 }
 
@@ -101,12 +116,12 @@ int NAME(weighted_rows)(const T *E, int64_t V, int64_t d, const T *G, int64_t J,
     {
         T *acc = shares + (int64_t)THREAD_ID * J * d;
 #pragma omp for schedule(static)
-        for (int64_t b = 0; b < V; b += 4) { /* blocks of four rows */
-            const int64_t rows = V - b < 4 ? V - b : 4;
+        for (int64_t b = 0; b < V; b += BLOCK_ROWS) {
+            const int64_t rows = V - b < BLOCK_ROWS ? V - b : BLOCK_ROWS;
             const T *e = E + b * d;
-            if (b + 4 < V) prefetch_row(e + 4 * d, (V - b - 4 < 4 ? V - b - 4 : 4) * d * (int64_t)sizeof(T));
-            if (rows == 4 && J == 2) {
-                NAME(add_four_rows_two_columns)(acc, e, G + b * 2, d);
+            prefetch_block(e, b, V, d * (int64_t)sizeof(T));
+            if (rows == BLOCK_ROWS && J == 2) {
+                NAME(add_block_two_columns)(acc, e, G + b * 2, d);
                 continue;
             }
             for (int64_t r = 0; r < rows; ++r) {
@@ -193,18 +208,37 @@ static inline __attribute__((always_inline)) void NAME(csr_row)(
     for (int64_t j = 0; j < J; ++j) y[j] = acc[j];
 }
 
+/* The first row of thread t's share when n rows with nnz = indptr[n] entries are split into
+ * `threads` contiguous shares of about equal numbers of entries. */
+static inline int64_t NAME(share_start)(const int32_t *indptr, int64_t n, int t, int threads) {
+    const int64_t target = (int64_t)indptr[n] * t / threads;
+    int64_t lo = 0, hi = n; /* the first row i with indptr[i] >= target */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (indptr[mid] < target) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
 void NAME(csr_times)(const int32_t *indptr, const int32_t *indices, const T *values, int64_t n,
                      const T *X, int64_t J, T *Y, int threads) {
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 32)
-    for (int64_t i = 0; i < n; ++i) {
-        if (i + AHEAD < n) { /* the entries of a row a little further on */
-            const int32_t lo = indptr[i + AHEAD], len = indptr[i + AHEAD + 1] - lo;
-            prefetch_row(indices + lo, len * (int64_t)sizeof(int32_t));
-            prefetch_row(values + lo, len * (int64_t)sizeof(T));
-        }
+#pragma omp parallel num_threads(threads < 1 ? 1 : threads)
+    {
+        /* one contiguous range of rows per thread, with equal numbers of entries: each thread
+         * streams through its part of the arrays from start to end */
+        const int t = THREAD_ID, team = TEAM_SIZE;
+        const int64_t start = NAME(share_start)(indptr, n, t, team);
+        const int64_t stop = t + 1 == team ? n : NAME(share_start)(indptr, n, t + 1, team);
+        for (int64_t i = start; i < stop; ++i) {
+            if (i + AHEAD < n) { /* the entries of a row a little further on */
+                const int32_t lo = indptr[i + AHEAD], len = indptr[i + AHEAD + 1] - lo;
+                prefetch_row(indices + lo, len * (int64_t)sizeof(int32_t));
+                prefetch_row(values + lo, len * (int64_t)sizeof(T));
+            }
 #define ROW(J_) NAME(csr_row)(Y + i * J, indices, values, indptr[i], indptr[i + 1], X, J_)
-        WITH_J(J, ROW)
+            WITH_J(J, ROW)
 #undef ROW
+        }
     }
 }
 
