@@ -1,5 +1,6 @@
 """The count engine's passes (attnbook.kernels): compiled C and torch give the plain products."""
 
+import ctypes
 import shutil
 import sys
 
@@ -111,3 +112,22 @@ def test_non_contiguous_inputs_take_the_torch_path():
     E = _random((40, 30), torch.float64, 10).t()  # (30, 40), not contiguous
     P = _random((2, 40), torch.float64, 11)
     assert torch.allclose(kernels.scores(E, P), E @ P.t(), atol=1e-13, rtol=0)
+
+
+@pytest.mark.parametrize("flags", kernels._FLAG_SETS, ids=" ".join)
+def test_every_fallback_build_gives_the_same_results(tmp_path, monkeypatch, flags):
+    # each set of compiler flags the loader may fall back to (no -march=native, no OpenMP)
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.fail("this test expects a C compiler, as on CI and Colab")
+    target = tmp_path / "count_kernels.so"
+    assert kernels._compile(compiler, list(flags), target)
+    lib = kernels._declare(ctypes.CDLL(str(target)))
+    assert lib.openmp_enabled() == ("-fopenmp" in flags)
+    monkeypatch.setattr(kernels, "_build_library", lambda: lib)
+    E, P, G = (_random(s, torch.float64, 20 + i) for i, s in enumerate([(37, 70), (2, 70),
+                                                                         (37, 2)]))
+    assert torch.allclose(kernels.scores(E, P), E @ P.t(), atol=1e-12, rtol=0)
+    assert torch.allclose(kernels.weighted_rows(E, G), G.t() @ E, atol=1e-12, rtol=0)
+    out = torch.empty_like(E)
+    assert torch.allclose(kernels.low_rank(G, P, out), G @ P, atol=1e-12, rtol=0)
