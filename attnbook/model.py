@@ -207,6 +207,9 @@ class _CountAttention(torch.autograd.Function):
     ``r_D = -sum_k R_k f_k``, one product ``A^T @ [r_D, R]`` gives ``(z_D, Z_N)`` per token;
     ``G_B = u * Z_N``, ``G_a = u * (z_D + sum_k B_k Z_N,k)``; ``dE = G_a p^T + G_B W^T`` (rank
     ``1 + K``, written directly), ``dp = E^T G_a``, ``dW = E^T G_B``.
+
+    The five passes over memory (the scores, the two count products, the write of ``dE`` and
+    ``E^T [G_a, G_B]``) are those of :mod:`attnbook.kernels`.
     """
 
     @staticmethod
