@@ -54,37 +54,36 @@ static inline void prefetch_block(const void *block, int64_t b, int64_t V, int64
                      (V - next < BLOCK_ROWS ? V - next : BLOCK_ROWS) * bytes);
 }
 
-/* Copy a short buffer to memory with streaming (non-temporal) stores where the CPU has them:
+/* Copy `bytes` bytes to memory with streaming (non-temporal) stores where the CPU has them:
  * the gradient is written once and not read here, so it need not be fetched into the cache
  * first. The caller fences once when all stores are issued. */
-static inline void stream_float(float *dst, const float *src, int64_t n) {
-    int64_t k = 0;
+static inline void stream_bytes(void *dst, const void *src, int64_t bytes) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+#if defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)
 #if defined(__AVX512F__)
-    for (; k < n && ((uintptr_t)(dst + k) & 63); ++k) dst[k] = src[k];
-    for (; k + 16 <= n; k += 16) _mm512_stream_ps(dst + k, _mm512_loadu_ps(src + k));
+    enum { WIDTH = 64 };
 #elif defined(__AVX__)
-    for (; k < n && ((uintptr_t)(dst + k) & 31); ++k) dst[k] = src[k];
-    for (; k + 8 <= n; k += 8) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));
-#elif defined(__SSE2__)
-    for (; k < n && ((uintptr_t)(dst + k) & 15); ++k) dst[k] = src[k];
-    for (; k + 4 <= n; k += 4) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
+    enum { WIDTH = 32 };
+#else
+    enum { WIDTH = 16 };
 #endif
-    for (; k < n; ++k) dst[k] = src[k];
-}
-
-static inline void stream_double(double *dst, const double *src, int64_t n) {
-    int64_t k = 0;
+    const int64_t head = (int64_t)((WIDTH - (uintptr_t)d % WIDTH) % WIDTH);
+    if (head < bytes) { /* up to the first aligned address, then whole aligned vectors */
+        memcpy(d, s, head);
+        d += head, s += head, bytes -= head;
+        for (; bytes >= WIDTH; d += WIDTH, s += WIDTH, bytes -= WIDTH) {
 #if defined(__AVX512F__)
-    for (; k < n && ((uintptr_t)(dst + k) & 63); ++k) dst[k] = src[k];
-    for (; k + 8 <= n; k += 8) _mm512_stream_pd(dst + k, _mm512_loadu_pd(src + k));
+            _mm512_stream_si512((void *)d, _mm512_loadu_si512((const void *)s));
 #elif defined(__AVX__)
-    for (; k < n && ((uintptr_t)(dst + k) & 31); ++k) dst[k] = src[k];
-    for (; k + 4 <= n; k += 4) _mm256_stream_pd(dst + k, _mm256_loadu_pd(src + k));
-#elif defined(__SSE2__)
-    for (; k < n && ((uintptr_t)(dst + k) & 15); ++k) dst[k] = src[k];
-    for (; k + 2 <= n; k += 2) _mm_stream_pd(dst + k, _mm_loadu_pd(src + k));
+            _mm256_stream_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)s));
+#else
+            _mm_stream_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)s));
 #endif
-    for (; k < n; ++k) dst[k] = src[k];
+        }
+    }
+#endif
+    memcpy(d, s, bytes);
 }
 
 static inline void store_fence(void) {
@@ -95,19 +94,15 @@ static inline void store_fence(void) {
 
 #define T float
 #define SUFFIX f32
-#define STREAM stream_float
 #include "count_kernels_typed.h"
 #undef T
 #undef SUFFIX
-#undef STREAM
 
 #define T double
 #define SUFFIX f64
-#define STREAM stream_double
 #include "count_kernels_typed.h"
 #undef T
 #undef SUFFIX
-#undef STREAM
 
 /* 1 when this build shares rows between OpenMP threads, 0 when it runs on one thread. */
 int openmp_enabled(void) {

@@ -1,5 +1,5 @@
-/* The kernels of count_kernels.c for one element type: count_kernels.c defines T (the type),
- * SUFFIX (f32 or f64) and STREAM (the streaming-store copy for T) and includes this file. */
+/* The kernels of count_kernels.c for one element type: count_kernels.c defines T (the type)
+ * and SUFFIX (f32 or f64) and includes this file. */
 
 #define GLUE_(a, b) a##_##b
 #define GLUE(a, b) GLUE_(a, b)
@@ -161,7 +161,7 @@ void NAME(low_rank)(const T *G, const T *P, int64_t V, int64_t d, int64_t J, T *
 #define COMBINE(J_) NAME(combine_rows)(piece, G + s * J, P, d, k, len, J_)
                 WITH_J(J, COMBINE)
 #undef COMBINE
-                STREAM(D + s * d + k, piece, len);
+                stream_bytes(D + s * d + k, piece, len * (int64_t)sizeof(T));
             }
         }
         store_fence();
