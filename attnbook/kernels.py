@@ -48,8 +48,14 @@ _FLAG_SETS = (  # tried in order: the first that compiles is used
 )
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("ATTNBOOK_CACHE_DIR", Path.home() / ".cache" / "attnbook"))
+def _cache_dirs() -> list[Path]:
+    """Where a built library may be kept, in order: ``$ATTNBOOK_CACHE_DIR`` when set, else
+    ``~/.cache/attnbook``, then a folder in the temporary directory (a home that cannot be
+    written to)."""
+    if "ATTNBOOK_CACHE_DIR" in os.environ:
+        return [Path(os.environ["ATTNBOOK_CACHE_DIR"])]
+    user = getattr(os, "getuid", lambda: "user")()
+    return [Path.home() / ".cache" / "attnbook", Path(tempfile.gettempdir()) / f"attnbook-{user}"]
 
 
 def _machine_key() -> str:
@@ -102,12 +108,13 @@ def _build_library() -> ctypes.CDLL | None:
         key = hashlib.sha256(
             source + repr((compiler, flags, _machine_key(), sys.version_info[:2])).encode()
         ).hexdigest()[:16]
-        target = _cache_dir() / f"count_kernels-{key}.so"
-        if target.exists() or _compile(compiler, flags, target):
-            try:
-                return _declare(ctypes.CDLL(str(target)))
-            except OSError:
-                continue
+        for folder in _cache_dirs():
+            target = folder / f"count_kernels-{key}.so"
+            if target.exists() or _compile(compiler, flags, target):
+                try:
+                    return _declare(ctypes.CDLL(str(target)))
+                except OSError:
+                    continue
     return None
 
 

@@ -3,6 +3,7 @@
 import ctypes
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -131,3 +132,15 @@ def test_every_fallback_build_gives_the_same_results(tmp_path, monkeypatch, flag
     assert torch.allclose(kernels.weighted_rows(E, G), G.t() @ E, atol=1e-12, rtol=0)
     out = torch.empty_like(E)
     assert torch.allclose(kernels.low_rank(G, P, out), G @ P, atol=1e-12, rtol=0)
+
+
+def test_cache_folders_and_an_unwritable_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNBOOK_CACHE_DIR", str(tmp_path / "here"))
+    assert kernels._cache_dirs() == [tmp_path / "here"]
+    monkeypatch.delenv("ATTNBOOK_CACHE_DIR")
+    folders = kernels._cache_dirs()
+    assert folders[0] == Path.home() / ".cache" / "attnbook" and len(folders) == 2
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    compiler = shutil.which("cc") or shutil.which("gcc") or "cc"
+    assert kernels._compile(compiler, ["-O3"], blocker / "count_kernels.so") is False
