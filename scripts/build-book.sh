@@ -4,5 +4,7 @@
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 rm -rf _build/html _build/jupyter_execute
+start=$(date +%s)
 jupyter-book build . -W -n --keep-going "$@"
 python scripts/check_html.py
+echo "[attnbook] book built in $(( $(date +%s) - start )) s"
