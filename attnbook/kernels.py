@@ -1,6 +1,7 @@
 """The memory-bound passes of the count engine: compiled C on CPU, torch elsewhere.
 
-The count engine spends its time in four passes (see ``count_kernels.c``):
+The count engine spends its time in passes over memory of four kinds (see ``count_kernels.c``;
+one gradient makes five: the count product runs forward and, with the transpose, backward):
 
 - :func:`scores` -- ``E @ P.T`` for a thin ``(J, d)`` ``P``: one read of ``E``;
 - :func:`weighted_rows` -- ``G.T @ E`` for a thin ``(V, J)`` ``G``: one read of ``E``;
@@ -11,8 +12,10 @@ The count engine spends its time in four passes (see ``count_kernels.c``):
 
 On CPU they run as C compiled on first use with the machine's C compiler (``cc``, or ``$CC``),
 multithreaded with OpenMP, and cached under ``$ATTNBOOK_CACHE_DIR`` (default
-``~/.cache/attnbook``). Everywhere else (CUDA, no compiler, ``ATTNBOOK_NATIVE=0``) the same
-results come from torch operations. :func:`backend` says which one runs; tests compare both with
+``~/.cache/attnbook``, or the temporary directory when the home cannot be written to). When a
+build fails, one with fewer compiler flags is tried (without ``-march=native``, then without
+OpenMP). Everywhere else (CUDA, no compiler, ``ATTNBOOK_NATIVE=0``) the same results come from
+torch operations. :func:`backend` says which one runs; tests compare both with
 the dense reference.
 """
 
