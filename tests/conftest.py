@@ -25,3 +25,23 @@ def problem():
 def _no_chapter_records(monkeypatch):
     """Unit tests never write chapter records into a run's record folder."""
     monkeypatch.delenv("ATTNBOOK_RECORD_DIR", raising=False)
+
+
+@pytest.fixture
+def offline_without_mirror(monkeypatch, tmp_path):
+    """No mirror folder and no hub: the offline switches are set in the environment and in the
+    settings that `datasets` and `huggingface_hub` read once, when first imported (an earlier
+    test may have imported them already), so nothing waits on the network."""
+    from attnbook.data import DATA_DIR_ENV
+
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty-hf-cache"))
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setattr(datasets.config, name, True, raising=False)

@@ -45,11 +45,7 @@ def test_mirror_errors(tmp_path, monkeypatch):
         load_reviews("imdb", "train")
 
 
-def test_no_hub_no_mirror(monkeypatch):
-    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", "/nonexistent-attnbook-hf-home")
+def test_no_hub_no_mirror(offline_without_mirror):
     with pytest.raises(DatasetUnavailableError, match=DATA_DIR_ENV):
         load_reviews("imdb", "test")
 

@@ -148,12 +148,7 @@ def _says_what_to_do(err: BaseException, name: str) -> None:
     assert f"{name}/train.parquet" in text, text
 
 
-def test_no_network_and_no_mirror_says_what_to_do(monkeypatch, tmp_path):
-    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        monkeypatch.setenv(var, "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty-hf-cache"))
+def test_no_network_and_no_mirror_says_what_to_do(offline_without_mirror):
     with pytest.raises(DatasetUnavailableError) as info:
         load_reviews("yelp", "train")
     _says_what_to_do(info.value, "yelp")
