@@ -21,10 +21,11 @@ import torch
 
 from .counts import TokenCounts, as_token_counts, padded_token_ids
 from .model import _segment_max, check_parameter_dict
-from .train import check_init_arguments
+from .train import init_parameters, one_layer_layout
 
 __all__ = [
     "init_mlp_head",
+    "mlp_head_layout",
     "check_mlp_parameters",
     "PooledIndex",
     "pooled_embedding",
@@ -42,28 +43,17 @@ def check_mlp_parameters(params: dict[str, torch.Tensor]) -> None:
     )
 
 
-def init_mlp_head(
-    vocab_size: int,
-    dim: int,
-    *,
-    scale: float = 1.0,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-) -> dict[str, torch.Tensor]:
-    """``E``, ``p``, ``v`` with i.i.d. ``N(0, scale^2/d)`` entries (as
-    :func:`attnbook.train.init_parameters`), ``A`` with i.i.d. ``N(0, 2/d)`` entries (He
-    initialization, so ``relu(A x)`` keeps about the norm of ``x``) and ``c = 0``."""
-    check_init_arguments(vocab_size, dim, scale)
-    std = scale / math.sqrt(dim)
-    out = {
-        "E": torch.randn((vocab_size, dim), generator=generator, dtype=dtype) * std,
-        "p": torch.randn((dim,), generator=generator, dtype=dtype) * std,
-        "v": torch.randn((dim,), generator=generator, dtype=dtype) * std,
-        "A": torch.randn((dim, dim), generator=generator, dtype=dtype) * math.sqrt(2.0 / dim),
-        "c": torch.zeros((dim,), dtype=dtype),
-    }
-    return {k: t.to(device).requires_grad_(True) for k, t in out.items()}
+def mlp_head_layout(vocab_size: int, dim: int, scale: float) -> dict[str, tuple[tuple[int, ...], float]]:
+    """``E``, ``p``, ``v`` as in :func:`attnbook.train.one_layer_layout`, ``A`` (d, d) with std
+    ``sqrt(2/d)`` (He initialization, so ``relu(A x)`` keeps about the norm of ``x``) and
+    ``c`` (d,) zero."""
+    return {**one_layer_layout(vocab_size, dim, scale), "A": ((dim, dim), math.sqrt(2.0 / dim)),
+            "c": ((dim,), 0.0)}
+
+
+def init_mlp_head(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
+    """:func:`attnbook.train.init_parameters` with :func:`mlp_head_layout` (same ``options``)."""
+    return init_parameters(vocab_size, dim, layout=mlp_head_layout, **options)
 
 
 @dataclass(frozen=True)

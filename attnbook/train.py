@@ -16,16 +16,18 @@ from .counts import TokenCounts
 from .losses import logistic_loss
 from .model import count_attention_output
 
-__all__ = ["check_init_arguments", "init_parameters", "binary_loss_closure", "History", "fit"]
+__all__ = ["Layout", "one_layer_layout", "init_parameters", "binary_loss_closure", "History", "fit"]
 
 
-def check_init_arguments(vocab_size: int, dim: int, scale: float) -> None:
-    """Raise ``ValueError`` unless the vocabulary size and dimension are positive and the
-    initialization scale is positive (shared by every model's initializer)."""
-    if vocab_size < 1 or dim < 1:
-        raise ValueError(f"vocab_size and dim must be positive, got {vocab_size}, {dim}")
-    if not scale > 0:
-        raise ValueError(f"scale must be positive, got {scale}")
+Layout = Callable[[int, int, float], "dict[str, tuple[tuple[int, ...], float]]"]
+"""``layout(vocab_size, dim, scale)`` -> ``{name: (shape, std)}``, in the order of drawing."""
+
+
+def one_layer_layout(vocab_size: int, dim: int, scale: float) -> dict[str, tuple[tuple[int, ...], float]]:
+    """The one-layer model: ``E`` (V, d), ``p`` and ``v`` (d,), all with std ``scale / sqrt(d)``,
+    so that every row of ``E`` and every vector has norm close to ``scale``."""
+    std = scale / dim**0.5
+    return {"E": ((vocab_size, dim), std), "p": ((dim,), std), "v": ((dim,), std)}
 
 
 def init_parameters(
@@ -36,19 +38,28 @@ def init_parameters(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
-    names: tuple[str, ...] = ("E", "p", "v"),
+    layout: Layout = one_layer_layout,
+    names: tuple[str, ...] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Gaussian initialization: ``E`` is ``(V, d)`` and every other name ``(d,)``.
+    """Gaussian initialization of the tensors of ``layout`` (default: the one-layer model).
 
-    Entries are i.i.d. ``N(0, scale^2 / d)``, so every row of ``E`` and every vector has norm
-    close to ``scale``. The tensors are leaves with ``requires_grad=True``.
+    The tensors are drawn one after the other, in the layout's order, with i.i.d.
+    ``N(0, std^2)`` entries from ``generator``; a tensor with ``std = 0`` is zero and takes no
+    draw. ``names`` keeps only those tensors (the others are not drawn either). Every model's
+    initializer in attnbook is a layout passed here. Returns leaves with ``requires_grad=True``.
     """
-    check_init_arguments(vocab_size, dim, scale)
-    std = scale / dim**0.5
+    if vocab_size < 1 or dim < 1:
+        raise ValueError(f"vocab_size and dim must be positive, got {vocab_size}, {dim}")
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale}")
     out = {}
-    for name in names:
-        shape = (vocab_size, dim) if name == "E" else (dim,)
-        t = torch.randn(shape, generator=generator, dtype=dtype) * std
+    for name, (shape, std) in layout(vocab_size, dim, scale).items():
+        if names is not None and name not in names:
+            continue
+        if std == 0:
+            t = torch.zeros(shape, dtype=dtype)
+        else:
+            t = torch.randn(shape, generator=generator, dtype=dtype) * std
         out[name] = t.to(device).requires_grad_(True)
     return out
 

@@ -35,12 +35,13 @@ import torch
 
 from .counts import TokenCounts, as_token_counts, padded_token_ids
 from .model import check_parameter_dict
-from .train import check_init_arguments
+from .train import init_parameters, one_layer_layout
 
 __all__ = [
     "PairBlocks",
     "pair_blocks",
     "init_two_layer",
+    "two_layer_layout",
     "two_layer_output",
     "dense_two_layer_output",
     "check_two_layer_parameters",
@@ -56,28 +57,17 @@ def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
     )
 
 
-def init_two_layer(
-    vocab_size: int,
-    dim: int,
-    *,
-    scale: float = 1.0,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-) -> dict[str, torch.Tensor]:
-    """Gaussian initialization: ``E``, ``p``, ``v`` with i.i.d. ``N(0, scale^2/d)`` entries (as
-    :func:`attnbook.train.init_parameters`) and ``W1``, ``W2`` with i.i.d. ``N(0, 1/d)`` entries
-    (so ``W x`` has about the norm of ``x``). Leaves with ``requires_grad=True``."""
-    check_init_arguments(vocab_size, dim, scale)
-    std = scale / math.sqrt(dim)
-    out = {
-        "E": torch.randn((vocab_size, dim), generator=generator, dtype=dtype) * std,
-        "W1": torch.randn((dim, dim), generator=generator, dtype=dtype) / math.sqrt(dim),
-        "W2": torch.randn((dim, dim), generator=generator, dtype=dtype) / math.sqrt(dim),
-        "p": torch.randn((dim,), generator=generator, dtype=dtype) * std,
-        "v": torch.randn((dim,), generator=generator, dtype=dtype) * std,
-    }
-    return {k: t.to(device).requires_grad_(True) for k, t in out.items()}
+def two_layer_layout(vocab_size: int, dim: int, scale: float) -> dict[str, tuple[tuple[int, ...], float]]:
+    """``E`` as in :func:`attnbook.train.one_layer_layout`, then ``W1``, ``W2`` (d, d) with std
+    ``1/sqrt(d)`` (so ``W x`` has about the norm of ``x``), then ``p``, ``v`` (d,)."""
+    one = one_layer_layout(vocab_size, dim, scale)
+    w = ((dim, dim), 1 / math.sqrt(dim))
+    return {"E": one["E"], "W1": w, "W2": w, "p": one["p"], "v": one["v"]}
+
+
+def init_two_layer(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
+    """:func:`attnbook.train.init_parameters` with :func:`two_layer_layout` (same ``options``)."""
+    return init_parameters(vocab_size, dim, layout=two_layer_layout, **options)
 
 
 def effective_query(params: dict[str, torch.Tensor]) -> torch.Tensor:
