@@ -322,6 +322,17 @@ class OneStepResult:
         return self.increment_error / float(np.sqrt(np.mean(self.pred_value**2)))
 
 
+def _seeded_init(counts: TokenCounts, dim: int, seed: int, **options) -> dict[str, torch.Tensor]:
+    """:func:`init_one_step` for the vocabulary of ``counts``, from a torch generator seeded
+    with ``seed``."""
+    gen = torch.Generator().manual_seed(int(seed))
+    return init_one_step(counts.vocab_size, dim, generator=gen, **options)
+
+
+def _np64(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
 def run_one_step(
     counts: TokenCounts,
     labels: object,
@@ -340,11 +351,8 @@ def run_one_step(
 
     ``alpha`` may be passed when already computed (it depends on the data only).
     """
-    gen = torch.Generator().manual_seed(int(seed))
-    params = init_one_step(
-        counts.vocab_size, dim, init_scale=init_scale, cls_scale=cls_scale,
-        generator=gen, dtype=dtype, device=device,
-    )
+    params = _seeded_init(counts, dim, seed, init_scale=init_scale, cls_scale=cls_scale,
+                          dtype=dtype, device=device)
     if alpha is None:
         alpha = average_signed_frequency(counts, labels, counts.vocab_size)
     E1 = one_gradient_step(params, counts, labels, eta)
@@ -352,20 +360,17 @@ def run_one_step(
     c_v1, c_p1 = first_order_coefficients(E0, p, v, counts, labels)
     first = eta * (c_v1 * (v @ v) + c_p1 * (v @ p))
 
-    def np64(t: torch.Tensor) -> np.ndarray:
-        return t.detach().to("cpu", torch.float64).numpy()
-
     return OneStepResult(
-        value0=np64(E0 @ v),
-        value1=np64(E1 @ v),
-        cls0=np64(E0 @ p),
-        cls1=np64(E1 @ p),
-        alpha=np64(alpha),
-        pred_value=np64(predicted_value_alignment(alpha, v, eta)),
-        pred_cls=np64(predicted_cls_alignment(alpha, v, p, eta)),
+        value0=_np64(E0 @ v),
+        value1=_np64(E1 @ v),
+        cls0=_np64(E0 @ p),
+        cls1=_np64(E1 @ p),
+        alpha=_np64(alpha),
+        pred_value=_np64(predicted_value_alignment(alpha, v, eta)),
+        pred_cls=_np64(predicted_cls_alignment(alpha, v, p, eta)),
         vp=float(v @ p),
         vv=float(v @ v),
-        first_order_increment=np64(first),
+        first_order_increment=_np64(first),
     )
 
 
@@ -388,23 +393,17 @@ def run_one_step_multiclass(
     ``(E^1 - E^0) . v_k``, ``diagonal`` ``eta gamma_sk ||v_k||^2`` and ``full``
     ``eta (gamma W^T W)_sk`` (:func:`predicted_class_alignment`), and ``gamma`` itself.
     """
-    gen = torch.Generator().manual_seed(int(seed))
-    params = init_one_step(
-        counts.vocab_size, dim, init_scale=init_scale, cls_scale=cls_scale,
-        n_classes=n_classes, generator=gen, dtype=dtype, device=device,
-    )
+    params = _seeded_init(counts, dim, seed, init_scale=init_scale, cls_scale=cls_scale,
+                          n_classes=n_classes, dtype=dtype, device=device)
     gamma = class_signed_frequency(counts, labels, n_classes, counts.vocab_size)
     E1 = one_gradient_step_multiclass(params, counts, labels, eta)
     W = params["W"]
 
-    def np64(t: torch.Tensor) -> np.ndarray:
-        return t.detach().to("cpu", torch.float64).numpy()
-
     return {
-        "measured": np64(E1 @ W),
-        "increment": np64((E1 - params["E"]) @ W),
-        "diagonal": np64(predicted_class_alignment(gamma, W, eta, cross_terms=False)),
-        "full": np64(predicted_class_alignment(gamma, W, eta, cross_terms=True)),
+        "measured": _np64(E1 @ W),
+        "increment": _np64((E1 - params["E"]) @ W),
+        "diagonal": _np64(predicted_class_alignment(gamma, W, eta, cross_terms=False)),
+        "full": _np64(predicted_class_alignment(gamma, W, eta, cross_terms=True)),
         "gamma": gamma.numpy(),
     }
 

@@ -132,11 +132,17 @@ def _paired(
     return seqs, np.array(labels, dtype=np.int64), relevant
 
 
-def _token_class(n_positive: int, n_negative: int, n_irrelevant: int, n_partial: int = 0) -> np.ndarray:
-    return np.concatenate([
+def _selection_data(seqs: list[np.ndarray], labels: np.ndarray, relevant: np.ndarray,
+                    n_positive: int, n_negative: int, n_irrelevant: int,
+                    n_partial: int = 0) -> SelectionData:
+    """The sequences as counts over the blocks positive, negative, irrelevant, partial (in this
+    order of ids), with the class of every token (1, -1, 0 and 2)."""
+    token_class = np.concatenate([
         np.full(n_positive, 1), np.full(n_negative, -1), np.zeros(n_irrelevant, dtype=np.int64),
         np.full(n_partial, 2),
     ]).astype(np.int64)
+    counts = TokenCounts.from_sequences(seqs, token_class.size)
+    return SelectionData(counts, labels, relevant, token_class)
 
 
 def assumption_one_data(
@@ -160,9 +166,7 @@ def assumption_one_data(
     _check_sizes(n_pairs, n_positive, n_negative, n_irrelevant, length, 1)
     seqs, labels, relevant = _paired(rng, n_pairs, n_positive, n_negative, n_irrelevant,
                                      length, 1, zipf, balanced)
-    V = n_positive + n_negative + n_irrelevant
-    return SelectionData(TokenCounts.from_sequences(seqs, V), labels, relevant,
-                         _token_class(n_positive, n_negative, n_irrelevant))
+    return _selection_data(seqs, labels, relevant, n_positive, n_negative, n_irrelevant)
 
 
 def two_relevant_data(
@@ -184,9 +188,7 @@ def two_relevant_data(
     _check_sizes(n_pairs, n_positive, n_negative, n_irrelevant, length, 2)
     seqs, labels, relevant = _paired(rng, n_pairs, n_positive, n_negative, n_irrelevant,
                                      length, 2, zipf)
-    V = n_positive + n_negative + n_irrelevant
-    return SelectionData(TokenCounts.from_sequences(seqs, V), labels, relevant,
-                         _token_class(n_positive, n_negative, n_irrelevant))
+    return _selection_data(seqs, labels, relevant, n_positive, n_negative, n_irrelevant)
 
 
 def partially_relevant_data(
@@ -225,6 +227,4 @@ def partially_relevant_data(
             seq = seq.copy()
             seq[length - 2] = part0 + rng.integers(0, n_partial)
             seqs[k] = seq
-    V = part0 + n_partial
-    return SelectionData(TokenCounts.from_sequences(seqs, V), labels, relevant,
-                         _token_class(n_positive, n_negative, n_irrelevant, n_partial))
+    return _selection_data(seqs, labels, relevant, n_positive, n_negative, n_irrelevant, n_partial)

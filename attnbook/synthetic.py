@@ -42,6 +42,39 @@ __all__ = [
 POSITIVE, NEGATIVE, NEUTRAL = 1, -1, 0
 
 
+def _check_positions(spec: "SyntheticSpec | MulticlassSpec") -> None:
+    """The checks both specs share: lengths, the two rates, and neutral tokens to fill the rest."""
+    if not 1 <= spec.min_len <= spec.max_len:
+        raise ValueError("lengths must satisfy 1 <= min_len <= max_len")
+    rates = (spec.relevant_rate, spec.opposite_rate)
+    if min(rates) < 0 or sum(rates) > 1:
+        raise ValueError("rates must be non-negative with relevant_rate + opposite_rate <= 1")
+    if sum(rates) < 1 and spec.n_neutral == 0:
+        raise ValueError("neutral positions need n_neutral > 0")
+
+
+def _draw_positions(
+    spec: "SyntheticSpec | MulticlassSpec", n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """After the labels: every sequence's length, and for each of its ``max_len`` slots whether
+    it holds a token of its own class (``own``) or of another class (``other``)."""
+    lengths = rng.integers(spec.min_len, spec.max_len + 1, size=n)
+    u = rng.random((n, spec.max_len))
+    own = u < spec.relevant_rate
+    other = (~own) & (u < spec.relevant_rate + spec.opposite_rate)
+    return lengths, own, other
+
+
+def _check_n(n: int) -> None:
+    if n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+
+
+def _cut(tokens: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    """Row ``i`` of ``tokens`` cut to its length, as one sequence each."""
+    return [tokens[i, : lengths[i]].copy() for i in range(len(lengths))]
+
+
 @dataclass(frozen=True)
 class SyntheticSpec:
     """Parameters of the synthetic distribution (see the module docstring)."""
@@ -61,13 +94,7 @@ class SyntheticSpec:
                 raise ValueError(f"{name} must be non-negative")
         if self.n_positive + self.n_negative + self.n_neutral == 0:
             raise ValueError("the vocabulary is empty")
-        if not 1 <= self.min_len <= self.max_len:
-            raise ValueError("lengths must satisfy 1 <= min_len <= max_len")
-        rates = (self.relevant_rate, self.opposite_rate)
-        if min(rates) < 0 or sum(rates) > 1:
-            raise ValueError("rates must be non-negative with relevant_rate + opposite_rate <= 1")
-        if sum(rates) < 1 and self.n_neutral == 0:
-            raise ValueError("neutral positions need n_neutral > 0")
+        _check_positions(self)
         if (self.relevant_rate > 0 or self.opposite_rate > 0) and min(
             self.n_positive, self.n_negative
         ) == 0:
@@ -114,14 +141,10 @@ class SyntheticData(SampledSequences):
 
 def sample_sequences(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> SyntheticData:
     """Draw ``n`` labelled sequences from ``spec`` with the generator ``rng`` (vectorised)."""
-    if n < 1:
-        raise ValueError(f"n must be positive, got {n}")
+    _check_n(n)
     labels = np.where(rng.random(n) < spec.positive_fraction, 1, -1).astype(np.int64)
-    lengths = rng.integers(spec.min_len, spec.max_len + 1, size=n)
-    shape = (n, spec.max_len)
-    u = rng.random(shape)
-    own = u < spec.relevant_rate
-    other = (~own) & (u < spec.relevant_rate + spec.opposite_rate)
+    lengths, own, other = _draw_positions(spec, n, rng)
+    shape = own.shape
     pos_tok = rng.integers(0, max(spec.n_positive, 1), size=shape)
     neg_tok = spec.n_positive + rng.integers(0, max(spec.n_negative, 1), size=shape)
     neu_tok = spec.n_positive + spec.n_negative + rng.integers(0, max(spec.n_neutral, 1), size=shape)
@@ -129,8 +152,7 @@ def sample_sequences(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> S
     own_tok = np.where(positive_row, pos_tok, neg_tok)
     other_tok = np.where(positive_row, neg_tok, pos_tok)
     tokens = np.where(own, own_tok, np.where(other, other_tok, neu_tok))
-    sequences = [tokens[i, : lengths[i]].copy() for i in range(n)]
-    return SyntheticData(sequences, labels, spec)
+    return SyntheticData(_cut(tokens, lengths), labels, spec)
 
 
 # --------------------------------------------------------------------------- K classes
@@ -159,13 +181,7 @@ class MulticlassSpec:
             raise ValueError("n_classes must be at least 2")
         if self.n_per_class < 1 or self.n_neutral < 0:
             raise ValueError("n_per_class must be positive and n_neutral non-negative")
-        if not 1 <= self.min_len <= self.max_len:
-            raise ValueError("lengths must satisfy 1 <= min_len <= max_len")
-        rates = (self.relevant_rate, self.opposite_rate)
-        if min(rates) < 0 or sum(rates) > 1:
-            raise ValueError("rates must be non-negative with relevant_rate + opposite_rate <= 1")
-        if sum(rates) < 1 and self.n_neutral == 0:
-            raise ValueError("neutral positions need n_neutral > 0")
+        _check_positions(self)
 
     @property
     def vocab_size(self) -> int:
@@ -190,15 +206,11 @@ def sample_multiclass_sequences(
     spec: MulticlassSpec, n: int, rng: np.random.Generator
 ) -> MulticlassData:
     """Draw ``n`` labelled sequences from ``spec`` with the generator ``rng`` (vectorised)."""
-    if n < 1:
-        raise ValueError(f"n must be positive, got {n}")
+    _check_n(n)
     K, m = spec.n_classes, spec.n_per_class
     labels = rng.integers(0, K, size=n).astype(np.int64)
-    lengths = rng.integers(spec.min_len, spec.max_len + 1, size=n)
-    shape = (n, spec.max_len)
-    u = rng.random(shape)
-    own = u < spec.relevant_rate
-    other = (~own) & (u < spec.relevant_rate + spec.opposite_rate)
+    lengths, own, other = _draw_positions(spec, n, rng)
+    shape = own.shape
     shift = rng.integers(1, K, size=shape)  # another class, uniform among the K - 1
     other_class = (labels[:, None] + shift) % K
     in_block = rng.integers(0, m, size=shape)
@@ -208,5 +220,4 @@ def sample_multiclass_sequences(
         labels[:, None] * m + in_block,
         np.where(other, other_class * m + in_block, neutral),
     )
-    sequences = [tokens[i, : lengths[i]].copy() for i in range(n)]
-    return MulticlassData(sequences, labels, spec)
+    return MulticlassData(_cut(tokens, lengths), labels, spec)
