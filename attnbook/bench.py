@@ -661,8 +661,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     print("the engine's passes, each timed from memory:")
     print(_passes_table(passes))
     t_passes = sum(r["ms"] for r in passes) / 1e3
-    print(f"passes {1e3 * t_passes:.2f} ms of the {1e3 * t_grad:.2f} ms gradient; the rest "
-          "is small tensor operations and autograd")
+    print(f"passes on their own {1e3 * t_passes:.2f} ms in all; the gradient (passes, vector "
+          f"operations and autograd) {1e3 * t_grad:.2f} ms")
     backends = backend_times(params, counts, y, repeats=args.repeats)
     del params
     if "compiled" in backends:
