@@ -5,8 +5,14 @@ import pytest
 import torch
 
 
-def random_problem(seed: int = 0, V: int = 30, d: int = 8, n: int = 12, max_len: int = 9,
-                   dtype: torch.dtype = torch.float64):
+def random_problem(
+    seed: int = 0,
+    V: int = 30,
+    d: int = 8,
+    n: int = 12,
+    max_len: int = 9,
+    dtype: torch.dtype = torch.float64,
+):
     gen = np.random.default_rng(seed)
     E = torch.from_numpy(gen.normal(size=(V, d))).to(dtype)
     p = torch.from_numpy(gen.normal(size=d)).to(dtype)
@@ -29,10 +35,11 @@ def _no_chapter_records(monkeypatch):
 
 @pytest.fixture
 def offline_without_mirror(monkeypatch, tmp_path):
-    """No mirror folder and no hub: the offline switches are set in the environment and in the
-    settings that `datasets` and `huggingface_hub` read once, when first imported (an earlier
-    test may have imported them already), so nothing waits on the network."""
-    from attnbook.data import DATA_DIR_ENV
+    """No mirror folder and no hub: the offline switches are set in the environment and
+    in the settings that `datasets` and `huggingface_hub` read once, when first imported
+    (an earlier test may have imported them already), so nothing waits on the
+    network."""
+    from attnbook.data.reviews import DATA_DIR_ENV
 
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):

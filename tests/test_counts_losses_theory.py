@@ -2,11 +2,12 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.counts import TokenCounts
-from attnbook.losses import accuracy, as_signed_labels, logistic_loss
-from attnbook.synthetic import SyntheticSpec, sample_sequences
-from attnbook.theory import average_signed_frequency
-from attnbook.utils import seed_everything
+from attnbook.data.labels import as_signed_labels
+from attnbook.data.synthetic import SyntheticSpec, sample_sequences
+from attnbook.engine.counts import TokenCounts
+from attnbook.models.losses import accuracy, logistic_loss
+from attnbook.runtime import seed_everything
+from attnbook.theory.frequency import average_signed_frequency
 
 
 def test_counts_roundtrip():
@@ -24,8 +25,12 @@ def test_counts_roundtrip():
 
 def test_counts_reject_empty_rows():
     with pytest.raises(ValueError, match="empty"):
-        TokenCounts(torch.tensor([0, 0]), torch.tensor([], dtype=torch.int64),
-                    torch.tensor([], dtype=torch.int64), 3)
+        TokenCounts(
+            torch.tensor([0, 0]),
+            torch.tensor([], dtype=torch.int64),
+            torch.tensor([], dtype=torch.int64),
+            3,
+        )
 
 
 def test_alpha_by_hand():
@@ -42,26 +47,41 @@ def test_alpha_matches_dense_formula():
     T = dense.sum(1, keepdim=True)
     y = torch.as_tensor(data.labels, dtype=torch.float64)
     expect = (y[:, None] * dense / T).mean(0)
-    assert torch.allclose(average_signed_frequency(counts, data.labels, counts.vocab_size), expect,
-                          atol=1e-15)
+    assert torch.allclose(
+        average_signed_frequency(counts, data.labels, counts.vocab_size),
+        expect,
+        atol=1e-15,
+    )
 
 
 def test_synthetic_classes():
-    spec = SyntheticSpec(n_positive=3, n_negative=4, n_neutral=5, min_len=5, max_len=9,
-                         relevant_rate=0.3)
+    spec = SyntheticSpec(
+        n_positive=3, n_negative=4, n_neutral=5, min_len=5, max_len=9, relevant_rate=0.3
+    )
     data = sample_sequences(spec, 500, np.random.default_rng(1))
     cls = spec.token_class
     for s, y in zip(data.sequences, data.labels):
         assert 5 <= s.size <= 9
-        assert set(cls[s].tolist()) <= {0, int(y)}  # completely positive / negative tokens
-    alpha = average_signed_frequency(data.sequences, data.labels, spec.vocab_size).numpy()
+        assert set(cls[s].tolist()) <= {
+            0,
+            int(y),
+        }  # completely positive / negative tokens
+    alpha = average_signed_frequency(
+        data.sequences, data.labels, spec.vocab_size
+    ).numpy()
     assert (alpha[cls == 1] > 0).all() and (alpha[cls == -1] < 0).all()
 
 
-@pytest.mark.parametrize("bad, message", [
-    ([0, 1], "-1 or \\+1"), ([1, 2], "-1 or \\+1"), ([[1, -1]], "1-D"), ([], "empty"),
-    (["a", "b"], "numbers"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ([0, 1], "-1 or \\+1"),
+        ([1, 2], "-1 or \\+1"),
+        ([[1, -1]], "1-D"),
+        ([], "empty"),
+        (["a", "b"], "numbers"),
+    ],
+)
 def test_bad_labels(bad, message):
     with pytest.raises(ValueError, match=message):
         as_signed_labels(bad)
@@ -78,7 +98,10 @@ def test_loss_and_accuracy():
     expect = np.mean(np.log1p(np.exp(-np.array([2.0, -1.0, -0.5]))))
     assert abs(float(logistic_loss(f, y)) - expect) < 1e-15
     assert accuracy(f, y) == pytest.approx(1 / 3)
-    big = logistic_loss(torch.tensor([-1e4], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
+    big = logistic_loss(
+        torch.tensor([-1e4], dtype=torch.float64),
+        torch.tensor([1.0], dtype=torch.float64),
+    )
     assert float(big) == pytest.approx(1e4)
 
 
@@ -92,10 +115,16 @@ def test_seeding_reproducible():
         seed_everything(-1)
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(min_len=0), dict(min_len=5, max_len=4), dict(relevant_rate=0.8, opposite_rate=0.3),
-    dict(positive_fraction=1.0), dict(n_positive=0, n_negative=0, n_neutral=0),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(min_len=0),
+        dict(min_len=5, max_len=4),
+        dict(relevant_rate=0.8, opposite_rate=0.3),
+        dict(positive_fraction=1.0),
+        dict(n_positive=0, n_negative=0, n_neutral=0),
+    ],
+)
 def test_bad_synthetic_spec(kwargs):
     with pytest.raises(ValueError):
         SyntheticSpec(**kwargs)

@@ -1,11 +1,24 @@
 import numpy as np
 import pytest
 
-from attnbook.data import DATA_DIR_ENV, DatasetUnavailableError, Vocabulary, load_reviews, tokenize
+from attnbook.data.reviews import (
+    DATA_DIR_ENV,
+    DatasetUnavailableError,
+    Vocabulary,
+    load_reviews,
+    tokenize,
+)
+
 
 def test_tokenize_rule():
     assert tokenize("Don't LIKE it!<br />2 stars... film's end") == [
-        "don't", "like", "it", "stars", "film's", "end"]
+        "don't",
+        "like",
+        "it",
+        "stars",
+        "film's",
+        "end",
+    ]
     with pytest.raises(ValueError):
         tokenize(3)
 
@@ -18,7 +31,11 @@ def test_vocabulary_and_encoding():
     enc = voc.encode(texts, drop_empty=True)
     assert enc.kept.tolist() == [0, 1, 2]
     assert enc.n_dropped_documents == 1 and enc.n_dropped_tokens == 1
-    assert [s.tolist() for s in enc.counts.to_sequences()] == [[1, 2, 2], [0, 1], [0, 2]]
+    assert [s.tolist() for s in enc.counts.to_sequences()] == [
+        [1, 2, 2],
+        [0, 1],
+        [0, 2],
+    ]
     with pytest.raises(ValueError, match="no in-vocabulary token"):
         voc.encode(texts)
     with pytest.raises(ValueError):
@@ -51,7 +68,8 @@ def test_no_hub_no_mirror(offline_without_mirror):
 
 
 def test_real_imdb_and_yelp():
-    """Reads the mirror when ATTNBOOK_DATA_DIR is set, the hub otherwise; fails without data."""
+    """Reads the mirror when ATTNBOOK_DATA_DIR is set, the hub otherwise; fails without
+    data."""
     imdb = load_reviews("imdb", "test")
     assert imdb.num_rows == 25_000 and set(imdb.unique("label")) == {0, 1}
     yelp = load_reviews("yelp", "train")

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from attnbook.counts import TokenCounts
-from attnbook.extensions import (
+from attnbook.engine.counts import TokenCounts
+from attnbook.experiments.extensions import (
     bin_monotonicity,
     class_importance,
     imdb_rating_bands,
@@ -13,7 +13,16 @@ from attnbook.extensions import (
 
 def test_class_maps():
     assert yelp_star_classes(np.array([1, 2, 4, 5, 5])).tolist() == [0, 1, 2, 3, 3]
-    assert imdb_rating_bands(np.array([1, 2, 3, 4, 7, 8, 9, 10])).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert imdb_rating_bands(np.array([1, 2, 3, 4, 7, 8, 9, 10])).tolist() == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+    ]
     with pytest.raises(ValueError, match="3-star"):
         yelp_star_classes(np.array([3]))
     with pytest.raises(ValueError, match="1-4 or 7-10"):
@@ -37,8 +46,14 @@ def test_monotonicity_and_trend():
     assert bin_monotonicity(x, x) == 1.0
     assert bin_monotonicity(x, -x) == 0.0
     rng = np.random.default_rng(0)
-    out = trend_statistics(x, x**2 + 0.01 * rng.normal(size=x.size), rng, shape="u", n_boot=50)
-    assert out["rho"] > 0.95 and out["low"] <= out["rho"] <= out["high"] and out["monotone"] == 1.0
+    out = trend_statistics(
+        x, x**2 + 0.01 * rng.normal(size=x.size), rng, shape="u", n_boot=50
+    )
+    assert (
+        out["rho"] > 0.95
+        and out["low"] <= out["rho"] <= out["high"]
+        and out["monotone"] == 1.0
+    )
     x_nan = x.copy()
     x_nan[0] = np.nan
     assert trend_statistics(x_nan, x, rng, n_boot=20)["n_tokens"] == 399

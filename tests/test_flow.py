@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.flow import (
+from attnbook.data.selection import assumption_one_data
+from attnbook.models.attention import attention_output, token_attention
+from attnbook.models.losses import logistic_loss
+from attnbook.theory.flow import (
     FlowProblem,
     direction_cosines,
     gradient_flow,
@@ -14,10 +17,7 @@ from attnbook.flow import (
     unselected_mass,
     value_gap,
 )
-from attnbook.losses import logistic_loss
-from attnbook.max_margin import max_margin_direction
-from attnbook.model import attention_output, token_attention
-from attnbook.selection_data import assumption_one_data
+from attnbook.theory.max_margin import max_margin_direction
 
 from conftest import random_problem
 
@@ -33,13 +33,18 @@ def test_state_matches_autograd():
     prob = FlowProblem(E, v, seqs, y)
     st = prob.state(p)
     pp = p.clone().requires_grad_(True)
-    loss = logistic_loss(attention_output(E, pp, v, seqs), torch.as_tensor(y, dtype=F64))
+    loss = logistic_loss(
+        attention_output(E, pp, v, seqs), torch.as_tensor(y, dtype=F64)
+    )
     loss.backward()
     assert abs(st.loss - float(loss.detach())) < 1e-14
     assert float((st.grad - pp.grad).abs().max()) < 1e-14
-    np.testing.assert_allclose(st.f.numpy(), attention_output(E, p, v, seqs).numpy(), atol=1e-14)
-    np.testing.assert_allclose(st.attention.numpy(), token_attention(E, p, prob.counts).numpy(),
-                               atol=1e-14)
+    np.testing.assert_allclose(
+        st.f.numpy(), attention_output(E, p, v, seqs).numpy(), atol=1e-14
+    )
+    np.testing.assert_allclose(
+        st.attention.numpy(), token_attention(E, p, prob.counts).numpy(), atol=1e-14
+    )
 
 
 def test_loss_change_matches_difference():
@@ -64,13 +69,21 @@ def test_gradient_keeps_relative_precision_at_huge_p():
 
 
 def test_one_dimensional_rate_by_hand():
-    # dx/dt = sigmoid(-sigmoid(x)) sigmoid(x) (1 - sigmoid(x)) -> e^x ~ sigmoid(-1) t, so
-    # x(t) - log t -> log sigmoid(-1) = -log(1 + e). Euler in log time has an O(dtau) error.
+    # dx/dt = sigmoid(-sigmoid(x)) sigmoid(x) (1 - sigmoid(x)) -> e^x ~ sigmoid(-1) t,
+    # so x(t) - log t -> log sigmoid(-1) = -log(1 + e). Euler in log time has an O(dtau)
+    # error.
     E = torch.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=F64)
     v = torch.tensor([1.0, 0.0], dtype=F64)
     dtau = 0.01
-    path = gradient_flow(E, v, [[0, 1]], [1], torch.tensor([0.0, 0.5], dtype=F64),
-                         log_t_max=30.0, dtau=dtau)
+    path = gradient_flow(
+        E,
+        v,
+        [[0, 1]],
+        [1],
+        torch.tensor([0.0, 0.5], dtype=F64),
+        log_t_max=30.0,
+        dtau=dtau,
+    )
     x_end = path.p[-1, 0]
     assert path.p[-1, 1] == 0.5  # the orthogonal coordinate never moves
     assert abs(x_end - np.log(path.t[-1]) + np.log1p(np.e)) < dtau
@@ -88,7 +101,9 @@ def test_tie_toy_symmetric_and_broken():
     np.testing.assert_allclose(p_mm.numpy(), [1.0, 1.0], atol=1e-7)
     assert sym.cosines(p_mm)[-1] > 1 - 1e-12
     assert [s.tolist() for s in limit_selection(E, sym.p_final, seqs)] == [[0, 1]]
-    broken = gradient_flow(E, v, seqs, [1], torch.tensor([0.3, -0.2], dtype=F64), log_t_max=30.0)
+    broken = gradient_flow(
+        E, v, seqs, [1], torch.tensor([0.3, -0.2], dtype=F64), log_t_max=30.0
+    )
     assert [s.tolist() for s in limit_selection(E, broken.p_final, seqs)] == [[0]]
     p_a = max_margin_direction(E, seqs, [0])
     np.testing.assert_allclose(p_a.numpy(), [1.0, 0.0], atol=1e-7)
@@ -96,13 +111,27 @@ def test_tie_toy_symmetric_and_broken():
 
 
 def test_small_one_step_instance_converges():
-    data = assumption_one_data(10, n_positive=2, n_negative=2, n_irrelevant=20, length=5,
-                               rng=np.random.default_rng(0))
+    data = assumption_one_data(
+        10,
+        n_positive=2,
+        n_negative=2,
+        n_irrelevant=20,
+        length=5,
+        rng=np.random.default_rng(0),
+    )
     E1, v, p0 = one_step_problem(data, 64, 40.0, seed=0)
     assert value_gap(E1, v, data.counts, data.labels, data.important).min() > 0
     p_mm = max_margin_direction(E1, data.counts, data.important)
-    path = gradient_flow(E1, v, data.counts, data.labels, p0, log_t_max=40.0,
-                         selected=data.important, direction=p_mm)
+    path = gradient_flow(
+        E1,
+        v,
+        data.counts,
+        data.labels,
+        p0,
+        log_t_max=40.0,
+        selected=data.important,
+        direction=p_mm,
+    )
     assert path.selected_mass.shape == (len(path.t), data.n)
     assert path.selected_mass[-1].min() > 0.99
     assert path.cosines(p_mm)[-1] > 0.99
@@ -110,11 +139,16 @@ def test_small_one_step_instance_converges():
     mass = selected_mass(E1, path.p_final, data.counts, data.important)
     np.testing.assert_allclose(mass, path.selected_mass[-1], atol=1e-12)
     rest = unselected_mass(E1, path.p_final, data.counts, data.important)
-    assert (rest > 0).all() and rest.max() < 1e-6  # tiny but resolved, not rounded to zero
+    assert (
+        rest > 0
+    ).all() and rest.max() < 1e-6  # tiny but resolved, not rounded to zero
     p_mid = torch.from_numpy(path.p[len(path.t) // 4])
     np.testing.assert_allclose(
         unselected_mass(E1, p_mid, data.counts, data.important)
-        + selected_mass(E1, p_mid, data.counts, data.important), 1.0, atol=1e-14)
+        + selected_mass(E1, p_mid, data.counts, data.important),
+        1.0,
+        atol=1e-14,
+    )
     again = gradient_flow(E1, v, data.counts, data.labels, p0, log_t_max=40.0)
     np.testing.assert_array_equal(again.p, path.p)  # deterministic
 
@@ -129,5 +163,6 @@ def test_errors():
         FlowProblem(E, v[:2], seqs, y)
     with pytest.raises(RuntimeError):
         gradient_flow(E, v, seqs, y, p, max_steps=3)
-    np.testing.assert_allclose(direction_cosines(np.array([[0.0, 0.0], [2.0, 0.0]]), [1.0, 0.0]),
-                               [0.0, 1.0])
+    np.testing.assert_allclose(
+        direction_cosines(np.array([[0.0, 0.0], [2.0, 0.0]]), [1.0, 0.0]), [0.0, 1.0]
+    )

@@ -4,8 +4,8 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from attnbook.counts import TokenCounts
-from attnbook.importance import (
+from attnbook.engine.counts import TokenCounts
+from attnbook.experiments.importance import (
     bin_statistics,
     bootstrap_rank_correlation,
     document_class_counts,
@@ -16,7 +16,8 @@ from attnbook.importance import (
 
 
 def _corpus():
-    # token 0: positive docs only; 1: negative only; 2: everywhere; 3: twice in one positive doc
+    # token 0: positive docs only; 1: negative only; 2: everywhere; 3: twice in one
+    # positive doc
     seqs = [[0, 2, 3, 3], [0, 2], [0, 2], [1, 2], [1, 2, 2]]
     return TokenCounts.from_sequences(seqs, 5), np.array([1, 1, 1, -1, -1])
 
@@ -26,9 +27,11 @@ def test_document_class_counts_count_documents_not_occurrences():
     n_pos, n_neg = document_class_counts(counts, y)
     assert n_pos.tolist() == [3, 0, 3, 1, 0]
     assert n_neg.tolist() == [0, 2, 2, 0, 0]
-    # 0/1 labels and torch labels give the same answer
-    n_pos01, _ = document_class_counts(counts, torch.tensor((y + 1) // 2))
-    assert n_pos01.tolist() == n_pos.tolist()
+    # torch labels give the same answer; 0/1 labels are refused (one label policy)
+    n_pos_t, _ = document_class_counts(counts, torch.tensor(y))
+    assert n_pos_t.tolist() == n_pos.tolist()
+    with pytest.raises(ValueError, match="-1 or \\+1"):
+        document_class_counts(counts, torch.tensor((y + 1) // 2))
 
 
 def test_token_importance_empirical_and_balanced():
@@ -60,7 +63,7 @@ def test_importance_errors():
         token_importance(counts, y[:3])
     with pytest.raises(ValueError, match="single class"):
         token_importance(counts, np.ones(5))
-    with pytest.raises(ValueError, match="in"):
+    with pytest.raises(ValueError, match=r"-1 or \+1"):
         token_importance(counts, np.array([0, 1, 2, 1, 0]))
     with pytest.raises(ValueError, match="TokenCounts"):
         token_importance([[0, 1]], y)
@@ -94,11 +97,15 @@ def test_within_bin_spread():
     x = np.array([-0.9, -0.8, 0.8, 0.9])
     exact = np.array([-1.0, -1.0, 1.0, 1.0])  # every value on its bin mean
     assert within_bin_spread(x, exact, n_bins=2) == 0.0
-    noisy = np.array([-2.0, 0.0, 0.0, 2.0])  # bin means -1, 1; within std 1; overall std sqrt(2)
+    noisy = np.array(
+        [-2.0, 0.0, 0.0, 2.0]
+    )  # bin means -1, 1; within std 1; overall std sqrt(2)
     assert within_bin_spread(x, noisy, n_bins=2, relative=False) == pytest.approx(1.0)
     assert within_bin_spread(x, noisy, n_bins=2) == pytest.approx(1 / np.sqrt(2))
     # relative spread is scale-free
-    assert within_bin_spread(x, 10 * noisy, 2) == pytest.approx(within_bin_spread(x, noisy, 2))
+    assert within_bin_spread(x, 10 * noisy, 2) == pytest.approx(
+        within_bin_spread(x, noisy, 2)
+    )
 
 
 def test_spearman_matches_scipy_and_bootstrap_interval():
@@ -107,7 +114,9 @@ def test_spearman_matches_scipy_and_bootstrap_interval():
     y = x + rng.normal(size=300)
     assert spearman(x, y) == pytest.approx(spearmanr(x, y).statistic)
     r = bootstrap_rank_correlation(x, y, 200, np.random.default_rng(2))
-    assert r.low < r.estimate < r.high and r.low > 0.4 and r.n == 300 and r.n_boot == 200
+    assert (
+        r.low < r.estimate < r.high and r.low > 0.4 and r.n == 300 and r.n_boot == 200
+    )
     again = bootstrap_rank_correlation(x, y, 200, np.random.default_rng(2))
     assert again == r  # deterministic for a given generator state
     # independent samples: the interval has the width 2 * 1.96 / sqrt(n) of the null
@@ -135,7 +144,7 @@ def test_plot_binned_scores():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from attnbook.importance import plot_binned_scores
+    from attnbook.book.plotting import plot_binned_scores
 
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, 200)
@@ -152,7 +161,7 @@ def test_plot_binned_axes():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from attnbook.importance import plot_binned
+    from attnbook.book.plotting import plot_binned
 
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, 300)
@@ -161,7 +170,9 @@ def test_plot_binned_axes():
     stats = plot_binned(ax, x, 2 * np.nan_to_num(x), label="a", min_count=5, band=False)
     assert (stats["count"] >= 5).all() and stats["count"].sum() <= 295
     assert ax.get_xlim() == (-1.0, 1.0)
-    assert len(ax.lines) == 2 and not ax.collections  # the line and the zero line, no band
+    assert (
+        len(ax.lines) == 2 and not ax.collections
+    )  # the line and the zero line, no band
     plot_binned(ax, x, x, color="red")
     assert len(ax.collections) == 1
     with pytest.raises(ValueError, match="one length"):

@@ -1,4 +1,5 @@
-"""The count engine's passes (attnbook.kernels): compiled C and torch give the plain products."""
+"""The count engine's passes (attnbook.kernels): compiled C and torch give the plain
+products."""
 
 import ctypes
 import shutil
@@ -8,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbook import kernels
-from attnbook.counts import TokenCounts
+from attnbook.engine import kernels
+from attnbook.engine.counts import TokenCounts
 
 BACKENDS = ["compiled", "torch"]
 
@@ -27,8 +28,11 @@ def backend(request):
 
 
 def test_compiled_kernels_are_built_where_a_compiler_exists():
-    # The engine's speed on CPU rests on them: on Linux with a C compiler they must load.
-    if not (sys.platform.startswith("linux") and (shutil.which("cc") or shutil.which("gcc"))):
+    # The engine's speed on CPU rests on them: on Linux with a C compiler they must
+    # load.
+    if not (
+        sys.platform.startswith("linux") and (shutil.which("cc") or shutil.which("gcc"))
+    ):
         pytest.fail("this test expects Linux with a C compiler, as on CI and Colab")
     assert kernels.native_library() is not None
     assert kernels.backend("cpu") == "compiled"
@@ -39,15 +43,24 @@ def test_compiled_kernels_are_built_where_a_compiler_exists():
     assert kernels.backend("cpu") == "compiled"
 
 
-# d = 37 and 2048 + 5 are not multiples of the 64-wide inner loops; J = 5 and 17 take the
-# general paths (17 is over the compiled CSR kernel's limit and falls back to torch).
-SHAPES = [(1, 1, 1), (13, 37, 2), (50, 2053, 2), (31, 64, 1), (9, 130, 3), (20, 70, 5),
-          (11, 40, 17)]
+# d = 37 and 2048 + 5 are not multiples of the 64-wide inner loops; J = 5 and 17 take
+# the general paths (17 is over the compiled CSR kernel's limit and falls back to
+# torch).
+SHAPES = [
+    (1, 1, 1),
+    (13, 37, 2),
+    (50, 2053, 2),
+    (31, 64, 1),
+    (9, 130, 3),
+    (20, 70, 5),
+    (11, 40, 17),
+]
 
 
 def _random(shape, dtype, seed):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
-                       ).to(dtype)
+    return torch.randn(
+        *shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    ).to(dtype)
 
 
 def _tolerance(dtype, size):
@@ -58,9 +71,13 @@ def _tolerance(dtype, size):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("V, d, J", SHAPES)
 def test_dense_passes_match_plain_products(backend, dtype, V, d, J):
-    E, P, G = _random((V, d), dtype, 1), _random((J, d), dtype, 2), _random((V, J), dtype, 3)
-    exact = lambda a, b: (a.double() @ b.double())
-    scale_s = (E.double().abs() @ P.double().abs().t())
+    E, P, G = (
+        _random((V, d), dtype, 1),
+        _random((J, d), dtype, 2),
+        _random((V, J), dtype, 3),
+    )
+    exact = lambda a, b: a.double() @ b.double()
+    scale_s = E.double().abs() @ P.double().abs().t()
     err = (kernels.scores(E, P).double() - exact(E, P.t())).abs()
     assert bool((err <= _tolerance(dtype, d) * scale_s + 1e-300).all())
     scale_q = G.double().abs().t() @ E.double().abs()
@@ -75,7 +92,8 @@ def test_dense_passes_match_plain_products(backend, dtype, V, d, J):
 
 @pytest.mark.parametrize("offset", [0, 1, 3])
 def test_low_rank_writes_unaligned_rows(backend, offset):
-    # streaming stores need aligned addresses: rows that start anywhere must still be right
+    # streaming stores need aligned addresses: rows that start anywhere must still be
+    # right
     V, d, J = 7, 45, 2
     G, P = _random((V, J), torch.float32, 4), _random((J, d), torch.float32, 5)
     flat = torch.full((V * d + offset,), -7.0)
@@ -89,16 +107,26 @@ def test_low_rank_writes_unaligned_rows(backend, offset):
 @pytest.mark.parametrize("J", [1, 2, 3, 5, 17])
 def test_csr_times_matches_dense_product(backend, dtype, J):
     gen = torch.Generator().manual_seed(J)
-    seqs = [torch.randint(0, 60, (int(n),), generator=gen) for n in torch.randint(1, 90, (40,),
-                                                                                   generator=gen)]
+    seqs = [
+        torch.randint(0, 60, (int(n),), generator=gen)
+        for n in torch.randint(1, 90, (40,), generator=gen)
+    ]
     counts = TokenCounts.from_sequences(seqs, 60)
     A, At = counts.sparse_matrices(dtype)
     dense = counts.to_dense().to(torch.float64)
     X, Y = _random((60, J), dtype, 6), _random((40, J), dtype, 7)
-    assert torch.allclose(kernels.csr_times(A, X).double(), dense @ X.double(),
-                          rtol=_tolerance(dtype, 90), atol=_tolerance(dtype, 90))
-    assert torch.allclose(kernels.csr_times(At, Y).double(), dense.t() @ Y.double(),
-                          rtol=_tolerance(dtype, 40), atol=_tolerance(dtype, 40))
+    assert torch.allclose(
+        kernels.csr_times(A, X).double(),
+        dense @ X.double(),
+        rtol=_tolerance(dtype, 90),
+        atol=_tolerance(dtype, 90),
+    )
+    assert torch.allclose(
+        kernels.csr_times(At, Y).double(),
+        dense.t() @ Y.double(),
+        rtol=_tolerance(dtype, 40),
+        atol=_tolerance(dtype, 40),
+    )
 
 
 def test_results_do_not_depend_on_timing():
@@ -117,7 +145,8 @@ def test_non_contiguous_inputs_take_the_torch_path():
 
 @pytest.mark.parametrize("flags", kernels._FLAG_SETS, ids=" ".join)
 def test_every_fallback_build_gives_the_same_results(tmp_path, monkeypatch, flags):
-    # each set of compiler flags the loader may fall back to (no -march=native, no OpenMP)
+    # each set of compiler flags the loader may fall back to (no -march=native, no
+    # OpenMP)
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         pytest.fail("this test expects a C compiler, as on CI and Colab")
@@ -126,8 +155,10 @@ def test_every_fallback_build_gives_the_same_results(tmp_path, monkeypatch, flag
     lib = kernels._declare(ctypes.CDLL(str(target)))
     assert lib.openmp_enabled() == ("-fopenmp" in flags)
     monkeypatch.setattr(kernels, "_build_library", lambda: lib)
-    E, P, G = (_random(s, torch.float64, 20 + i) for i, s in enumerate([(37, 70), (2, 70),
-                                                                         (37, 2)]))
+    E, P, G = (
+        _random(s, torch.float64, 20 + i)
+        for i, s in enumerate([(37, 70), (2, 70), (37, 2)])
+    )
     assert torch.allclose(kernels.scores(E, P), E @ P.t(), atol=1e-12, rtol=0)
     assert torch.allclose(kernels.weighted_rows(E, G), G.t() @ E, atol=1e-12, rtol=0)
     out = torch.empty_like(E)

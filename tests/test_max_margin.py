@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-import attnbook.theory as theory
-from attnbook.max_margin import (
+import attnbook.theory.max_margin as theory
+from attnbook.engine.counts import TokenCounts
+from attnbook.theory.max_margin import (
     kkt_residuals,
     max_margin_direction,
     max_margin_solution,
@@ -13,10 +14,11 @@ from attnbook.max_margin import (
     selection_margins,
     selection_sets,
 )
-from attnbook.counts import TokenCounts
 
 # Tokens 0 = (2, 0), 1 = (0, 1), 2 = (0, 0), 3 = (-1, 0).
-E_TOY = torch.tensor([[2.0, 0.0], [0.0, 1.0], [0.0, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+E_TOY = torch.tensor(
+    [[2.0, 0.0], [0.0, 1.0], [0.0, 0.0], [-1.0, 0.0]], dtype=torch.float64
+)
 SEQ_TOY = [[0, 2], [1, 2, 2], [0, 3]]
 SEL_TOY = [0, 1, 0]
 
@@ -26,7 +28,9 @@ def test_toy_by_hand():
     sol = max_margin_solution(E_TOY, SEQ_TOY, SEL_TOY)
     np.testing.assert_allclose(sol.p, [0.5, 1.0], atol=1e-7)
     lam = dict(zip(zip(sol.winners.tolist(), sol.losers.tolist()), sol.dual))
-    np.testing.assert_allclose([lam[(0, 2)], lam[(1, 2)], lam[(0, 3)]], [0.25, 1.0, 0.0], atol=1e-7)
+    np.testing.assert_allclose(
+        [lam[(0, 2)], lam[(1, 2)], lam[(0, 3)]], [0.25, 1.0, 0.0], atol=1e-7
+    )
     assert sol.support.sum() == 2
 
 
@@ -60,7 +64,8 @@ def test_kkt_random(seed):
     assert res["stationarity"] <= 1e-6
     margins = selection_margins(E, torch.from_numpy(sol.p), seqs, sel)
     assert margins.min() >= 1 - 1e-6
-    # optimality: shrinking p breaks feasibility, i.e. the smallest margin is exactly one
+    # optimality: shrinking p breaks feasibility, i.e. the smallest margin is exactly
+    # one
     assert abs(margins.min() - 1) <= 1e-6
 
 

@@ -2,16 +2,17 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.counts import TokenCounts
-from attnbook.losses import logistic_loss
-from attnbook.mlp_head import (
+from attnbook.engine.counts import TokenCounts
+from attnbook.models.attention import attention_output
+from attnbook.models.losses import logistic_loss
+from attnbook.models.mlp_head import (
     dense_mlp_attention_output,
     init_mlp_head,
     mlp_attention_output,
     pooled_embedding,
     token_value_scores,
 )
-from attnbook.model import attention_output
+
 from conftest import random_problem
 
 
@@ -33,8 +34,12 @@ def _grads(fn, params, seqs, y):
 def test_count_engine_matches_dense_float64(seed):
     _, _, _, seqs, y = random_problem(seed)
     params = _params(seed)
-    assert torch.allclose(mlp_attention_output(params, seqs),
-                          dense_mlp_attention_output(params, seqs), atol=1e-12, rtol=0)
+    assert torch.allclose(
+        mlp_attention_output(params, seqs),
+        dense_mlp_attention_output(params, seqs),
+        atol=1e-12,
+        rtol=0,
+    )
     g1 = _grads(mlp_attention_output, params, seqs, y)
     g2 = _grads(dense_mlp_attention_output, params, seqs, y)
     for k in g1:
@@ -60,7 +65,9 @@ def test_errors():
     with pytest.raises(ValueError, match="lack"):
         mlp_attention_output({"E": params["E"]}, [[1]])
     with pytest.raises(ValueError, match="A must"):
-        mlp_attention_output(dict(params, A=torch.zeros(2, 2, dtype=torch.float64)), [[1]])
+        mlp_attention_output(
+            dict(params, A=torch.zeros(2, 2, dtype=torch.float64)), [[1]]
+        )
     with pytest.raises(ValueError, match="outside"):
         mlp_attention_output(params, [[1, 99]])
     with pytest.raises(ValueError, match="scale"):
@@ -68,7 +75,7 @@ def test_errors():
 
 
 def test_prepared_index_gives_same_outputs_and_gradients():
-    from attnbook.mlp_head import PooledIndex
+    from attnbook.models.mlp_head import PooledIndex
 
     _, _, _, seqs, y = random_problem(7)
     params = _params(7)
@@ -78,4 +85,6 @@ def test_prepared_index_gives_same_outputs_and_gradients():
     for k in g1:
         assert torch.allclose(g1[k], g2[k], atol=1e-13, rtol=0), k
     with pytest.raises(ValueError, match="vocabulary"):
-        mlp_attention_output(params, PooledIndex.build(TokenCounts.from_sequences(seqs, 40)))
+        mlp_attention_output(
+            params, PooledIndex.build(TokenCounts.from_sequences(seqs, 40))
+        )

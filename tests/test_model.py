@@ -3,17 +3,18 @@ import contextlib
 import numpy as np
 import pytest
 import torch
-from conftest import random_problem
 
-from attnbook import kernels, model
-from attnbook.counts import TokenCounts
-from attnbook.losses import logistic_loss
-from attnbook.model import (
+from attnbook.engine import kernels, memory
+from attnbook.engine.counts import TokenCounts
+from attnbook.models.attention import (
     attention_output,
     attention_weights,
     dense_attention_output,
     token_attention,
 )
+from attnbook.models.losses import logistic_loss
+
+from conftest import random_problem
 
 
 def _grads(fn, E, p, v, seqs, y):
@@ -29,8 +30,10 @@ def test_dense_and_count_agree_float64(seed):
     f_dense = dense_attention_output(E, p, v, seqs)
     f_count = attention_output(E, p, v, seqs)
     assert torch.allclose(f_dense, f_count, atol=1e-12, rtol=0)
-    for g_dense, g_count in zip(_grads(dense_attention_output, E, p, v, seqs, y),
-                                _grads(attention_output, E, p, v, seqs, y)):
+    for g_dense, g_count in zip(
+        _grads(dense_attention_output, E, p, v, seqs, y),
+        _grads(attention_output, E, p, v, seqs, y),
+    ):
         assert torch.allclose(g_dense, g_count, atol=1e-12, rtol=0)
 
 
@@ -47,7 +50,8 @@ def test_hand_example():
     E = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     p = torch.tensor([np.log(3.0), 0.0], dtype=torch.float64)
     v = torch.tensor([1.0, -1.0], dtype=torch.float64)
-    # X = (0, 1): weights 3/4, 1/4 -> f = 3/4 - 1/4 = 1/2.  X = (1, 1, 0): 3/5, 2/5 -> 1/5.
+    # X = (0, 1): weights 3/4, 1/4 -> f = 3/4 - 1/4 = 1/2.  X = (1, 1, 0): 3/5, 2/5 ->
+    # 1/5.
     f = attention_output(E, p, v, [[0, 1], [1, 1, 0]])
     assert torch.allclose(f, torch.tensor([0.5, 0.2], dtype=torch.float64), atol=1e-15)
 
@@ -61,7 +65,10 @@ def test_gradcheck_against_finite_differences():
         return logistic_loss(attention_output(E, p, v, counts), yt)
 
     assert torch.autograd.gradcheck(
-        loss, tuple(t.clone().requires_grad_(True) for t in (E, p, v)), eps=1e-6, atol=1e-8
+        loss,
+        tuple(t.clone().requires_grad_(True) for t in (E, p, v)),
+        eps=1e-6,
+        atol=1e-8,
     )
 
 
@@ -69,8 +76,11 @@ def test_permutation_invariance():
     E, p, v, seqs, _ = random_problem(3)
     gen = np.random.default_rng(0)
     shuffled = [gen.permutation(s) for s in seqs]
-    assert torch.allclose(dense_attention_output(E, p, v, seqs),
-                          dense_attention_output(E, p, v, shuffled), atol=1e-13)
+    assert torch.allclose(
+        dense_attention_output(E, p, v, seqs),
+        dense_attention_output(E, p, v, shuffled),
+        atol=1e-13,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -87,7 +97,9 @@ def test_stable_at_huge_p(dtype):
     # at huge ||p|| the softmax is the arg-max token: f = E_argmax . v
     with torch.no_grad():
         expect = torch.stack([E[s[np.argmax((E[s] @ p).numpy())]] @ v for s in seqs])
-    assert torch.allclose(f.detach(), expect, atol=1e-5 if dtype == torch.float32 else 1e-10)
+    assert torch.allclose(
+        f.detach(), expect, atol=1e-5 if dtype == torch.float32 else 1e-10
+    )
 
 
 def test_attention_weights_sum_to_one():
@@ -97,7 +109,9 @@ def test_attention_weights_sum_to_one():
     assert torch.isclose(w.sum(), torch.tensor(1.0, dtype=w.dtype))
     counts = TokenCounts.from_sequences(seqs, E.shape[0])
     mass = token_attention(E, p, counts)
-    per_row = torch.zeros(counts.n_sequences, dtype=mass.dtype).index_add_(0, counts.row_ids, mass)
+    per_row = torch.zeros(counts.n_sequences, dtype=mass.dtype).index_add_(
+        0, counts.row_ids, mass
+    )
     assert torch.allclose(per_row, torch.ones_like(per_row))
 
 
@@ -117,7 +131,10 @@ def test_attention_weights_sum_to_one():
         (lambda E, p, v, s: (E, p, v, [np.array([0.5, 1.0])]), "integers"),
         (lambda E, p, v, s: (E, p, v, [np.zeros((2, 2), dtype=int)]), "1-D"),
         (lambda E, p, v, s: (E, p, v, np.array([[0, 1]])), "list"),
-        (lambda E, p, v, s: (E, p, v, TokenCounts.from_sequences(s, E.shape[0] + 1)), "vocabulary"),
+        (
+            lambda E, p, v, s: (E, p, v, TokenCounts.from_sequences(s, E.shape[0] + 1)),
+            "vocabulary",
+        ),
     ],
 )
 def test_bad_input_raises(problem, mutate, message):
@@ -138,8 +155,10 @@ def _backends_agree_with_dense(native):
     E, p, v = E / 16, p / 4, v / 4
     assert kernels.backend("cpu") == ("compiled" if native else "torch")
     assert kernels._rows_per_block(E) < E.shape[0]
-    for g_dense, g_count in zip(_grads(dense_attention_output, E, p, v, seqs, y),
-                                _grads(attention_output, E, p, v, seqs, y)):
+    for g_dense, g_count in zip(
+        _grads(dense_attention_output, E, p, v, seqs, y),
+        _grads(attention_output, E, p, v, seqs, y),
+    ):
         assert torch.allclose(g_dense, g_count, atol=1e-12, rtol=0)
 
 
@@ -166,10 +185,12 @@ def test_gradient_memory_is_reused_only_when_free():
     backward(2.0)  # no zeroing: gradients accumulate
     assert torch.allclose(E.grad, 2 * expected(2.0), atol=1e-12, rtol=0)
     h1 = torch.autograd.grad(logistic_loss(attention_output(E, p, v, counts), yt), E)[0]
-    h2 = torch.autograd.grad(logistic_loss(attention_output(E, 3 * p, v, counts), yt), E)[0]
+    h2 = torch.autograd.grad(
+        logistic_loss(attention_output(E, 3 * p, v, counts), yt), E
+    )[0]
     assert torch.allclose(h1, expected(1.0), atol=1e-12, rtol=0)
     assert torch.allclose(h2, expected(3.0), atol=1e-12, rtol=0)
-    if model._FREE_REFS is not None:  # dropped gradients hand their memory to the next step
+    if memory.REUSES_MEMORY:  # dropped gradients hand their memory to the next step
         del g1, h1, h2
         E.grad = None
         backward(1.0)

@@ -4,21 +4,28 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.counts import TokenCounts
-from attnbook.synthetic import MulticlassSpec, SyntheticSpec, sample_multiclass_sequences, sample_sequences
-from attnbook.theory import (
-    average_signed_frequency,
+from attnbook.data.synthetic import (
+    MulticlassSpec,
+    SyntheticSpec,
+    sample_multiclass_sequences,
+    sample_sequences,
+)
+from attnbook.engine.counts import TokenCounts
+from attnbook.theory.frequency import average_signed_frequency
+from attnbook.theory.one_step import (
     class_signed_frequency,
     first_order_coefficients,
-    init_one_step,
-    loglog_slope,
     one_gradient_step,
     one_gradient_step_multiclass,
     one_step_coefficients,
-    pearson,
     predicted_class_alignment,
     predicted_cls_alignment,
     predicted_value_alignment,
+)
+from attnbook.theory.one_step_check import (
+    init_one_step,
+    loglog_slope,
+    pearson,
     run_one_step,
     run_one_step_multiclass,
 )
@@ -60,7 +67,9 @@ def test_update_is_rank_two_combination():
     E1 = one_gradient_step(params, seqs, y, 2.0)
     c_v, c_p = one_step_coefficients(params["E"], params["p"], params["v"], seqs, y)
     delta = E1 - params["E"]
-    assert torch.allclose(delta, 2.0 * (c_v[:, None] * params["v"] + c_p[:, None] * params["p"]))
+    assert torch.allclose(
+        delta, 2.0 * (c_v[:, None] * params["v"] + c_p[:, None] * params["p"])
+    )
 
 
 def test_p_zero_gives_exact_half_alpha_at_zero_outputs():
@@ -77,19 +86,30 @@ def test_p_zero_gives_exact_half_alpha_at_zero_outputs():
 
 
 def _synthetic(n=600, seed=0):
-    spec = SyntheticSpec(n_positive=5, n_negative=5, n_neutral=30, min_len=5, max_len=15,
-                         relevant_rate=0.2, opposite_rate=0.05)
+    spec = SyntheticSpec(
+        n_positive=5,
+        n_negative=5,
+        n_neutral=30,
+        min_len=5,
+        max_len=15,
+        relevant_rate=0.2,
+        opposite_rate=0.05,
+    )
     data = sample_sequences(spec, n, np.random.default_rng(seed))
     return data.counts, data.labels
 
 
 def test_prediction_error_shrinks_with_init_scale():
     counts, y = _synthetic()
-    errors = [run_one_step(counts, y, 64, init_scale=s, eta=1.0, seed=4).increment_error
-              for s in (1e-1, 1e-2, 1e-3)]
+    errors = [
+        run_one_step(counts, y, 64, init_scale=s, eta=1.0, seed=4).increment_error
+        for s in (1e-1, 1e-2, 1e-3)
+    ]
     assert errors[0] > 5 * errors[1] > 25 * errors[2]
-    totals = [run_one_step(counts, y, 64, init_scale=s, eta=1.0, seed=4).total_error
-              for s in (1e-1, 1e-2)]
+    totals = [
+        run_one_step(counts, y, 64, init_scale=s, eta=1.0, seed=4).total_error
+        for s in (1e-1, 1e-2)
+    ]
     assert totals[0] > 5 * totals[1]
 
 
@@ -115,10 +135,18 @@ def test_multiclass_prediction_small_init():
     data = sample_multiclass_sequences(MulticlassSpec(), 800, np.random.default_rng(0))
     counts, y = data.counts, data.labels
     gamma = class_signed_frequency(counts, y, 4, counts.vocab_size)
-    assert torch.allclose(gamma.sum(dim=1), torch.zeros(counts.vocab_size, dtype=torch.float64),
-                          atol=1e-15)
-    params = init_one_step(counts.vocab_size, 128, init_scale=1e-5, n_classes=4,
-                           generator=torch.Generator().manual_seed(0))
+    assert torch.allclose(
+        gamma.sum(dim=1),
+        torch.zeros(counts.vocab_size, dtype=torch.float64),
+        atol=1e-15,
+    )
+    params = init_one_step(
+        counts.vocab_size,
+        128,
+        init_scale=1e-5,
+        n_classes=4,
+        generator=torch.Generator().manual_seed(0),
+    )
     E1 = one_gradient_step_multiclass(params, counts, y, 1.0)
     delta = (E1 - params["E"]) @ params["W"]
     pred = predicted_class_alignment(gamma, params["W"], 1.0)
@@ -131,13 +159,24 @@ def test_predictions_formulas():
     alpha = torch.tensor([1.0, -2.0])
     v = torch.tensor([3.0, 4.0], dtype=torch.float64)
     p = torch.tensor([1.0, 0.0], dtype=torch.float64)
-    assert torch.allclose(predicted_value_alignment(alpha, v, 2.0), torch.tensor([25.0, -50.0], dtype=torch.float64))
-    assert torch.allclose(predicted_cls_alignment(alpha, v, p, 2.0), torch.tensor([3.0, -6.0], dtype=torch.float64))
+    assert torch.allclose(
+        predicted_value_alignment(alpha, v, 2.0),
+        torch.tensor([25.0, -50.0], dtype=torch.float64),
+    )
+    assert torch.allclose(
+        predicted_cls_alignment(alpha, v, p, 2.0),
+        torch.tensor([3.0, -6.0], dtype=torch.float64),
+    )
 
 
 def test_init_one_step_scales():
-    params = init_one_step(200, 4000, init_scale=0.1, cls_scale=0.0,
-                           generator=torch.Generator().manual_seed(0))
+    params = init_one_step(
+        200,
+        4000,
+        init_scale=0.1,
+        cls_scale=0.0,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.equal(params["p"], torch.zeros(4000, dtype=torch.float64))
     assert abs(float(params["v"].norm()) - 1) < 0.05
     assert abs(float(params["E"].norm(dim=1).mean()) - 0.1) < 0.005
@@ -167,7 +206,9 @@ def test_bad_inputs():
     with pytest.raises(ValueError):
         one_gradient_step(params, seqs, (y + 1) // 2, 1.0)  # {0, 1} labels
     with pytest.raises(ValueError):
-        class_signed_frequency(seqs, np.zeros(len(seqs), dtype=int), 1, params["E"].shape[0])
+        class_signed_frequency(
+            seqs, np.zeros(len(seqs), dtype=int), 1, params["E"].shape[0]
+        )
     with pytest.raises(ValueError):
         init_one_step(10, 4, init_scale=0.0)
     with pytest.raises(ValueError):
@@ -175,7 +216,9 @@ def test_bad_inputs():
 
 
 def test_multiclass_synthetic_spec():
-    spec = MulticlassSpec(n_classes=3, n_per_class=4, n_neutral=5, relevant_rate=0.5, opposite_rate=0.0)
+    spec = MulticlassSpec(
+        n_classes=3, n_per_class=4, n_neutral=5, relevant_rate=0.5, opposite_rate=0.0
+    )
     data = sample_multiclass_sequences(spec, 200, np.random.default_rng(1))
     cls = spec.token_class
     for seq, lab in zip(data.sequences, data.labels):
@@ -187,9 +230,12 @@ def test_multiclass_synthetic_spec():
 
 def test_first_order_coefficients_are_second_order_accurate():
     counts, y = _synthetic()
-    errs = [run_one_step(counts, y, 64, init_scale=s, eta=1.0, seed=2).second_order_error
-            for s in (1e-1, 1e-2)]
-    # second order in sigma: a tenfold smaller init gives a ~hundredfold smaller residual
+    errs = [
+        run_one_step(counts, y, 64, init_scale=s, eta=1.0, seed=2).second_order_error
+        for s in (1e-1, 1e-2)
+    ]
+    # second order in sigma: a tenfold smaller init gives a ~hundredfold smaller
+    # residual
     assert 50 < errs[0] / errs[1] < 200
 
 
@@ -205,7 +251,9 @@ def test_first_order_coefficients_match_exact_ones_at_small_scale():
 
 def test_run_one_step_multiclass_shapes_and_small_init():
     data = sample_multiclass_sequences(MulticlassSpec(), 500, np.random.default_rng(3))
-    out = run_one_step_multiclass(data.counts, data.labels, 4, 256, init_scale=1e-5, eta=1.0)
+    out = run_one_step_multiclass(
+        data.counts, data.labels, 4, 256, init_scale=1e-5, eta=1.0
+    )
     V = data.spec.vocab_size
     for key in ("measured", "increment", "diagonal", "full", "gamma"):
         assert out[key].shape == (V, 4)

@@ -1,7 +1,8 @@
-"""Reproducibility: records of a run, identical numbers on re-execution, the claims dashboard.
+"""Reproducibility: records of a run, identical numbers on re-execution, the claims
+dashboard.
 
-``test_two_executions_identical_numbers`` compares the records of the two executions of every
-chapter that ``scripts/test.sh`` makes (nbval and the book build); it is marked
+``test_two_executions_identical_numbers`` compares the records of the two executions of
+every chapter that ``scripts/test.sh`` makes (nbval and the book build); it is marked
 ``two_runs``, deselected by default, and run by ``scripts/test.sh`` with
 ``ATTNBOOK_COMPARE_RECORDS=<folder a>:<folder b>`` once both executions have finished.
 ``test_setup_chapter_twice_identical`` re-executes the setup chapter twice on its own.
@@ -20,19 +21,28 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook import report
-from attnbook.dashboard import CLAIMS, attach_results, chapter_name_in_notebook, claim_rows, \
-    other_checks, required_chapters, result_labels
-from attnbook.report import RECORD_DIR_ENV, compare_records, load_records
+from attnbook.book import records as report
+from attnbook.book.dashboard import (
+    CLAIMS,
+    attach_results,
+    chapter_name_in_notebook,
+    claim_rows,
+    other_checks,
+    required_chapters,
+    result_labels,
+)
+from attnbook.book.records import RECORD_DIR_ENV, compare_records, load_records
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# --------------------------------------------------------------------------- two executions
+# ----------------------------------------------------------------------- two executions
 def _compare_spec() -> str:
     spec = os.environ.get("ATTNBOOK_COMPARE_RECORDS")
-    assert spec, ("set ATTNBOOK_COMPARE_RECORDS=<records a>:<records b>; scripts/test.sh does, "
-                  "after both executions of the chapters")
+    assert spec, (
+        "set ATTNBOOK_COMPARE_RECORDS=<records a>:<records b>; scripts/test.sh does, "
+        "after both executions of the chapters"
+    )
     return spec
 
 
@@ -49,13 +59,16 @@ def test_two_executions_identical_numbers():
     assert not problems, "the two executions differ:\n" + "\n".join(problems)
     n_values = sum(len(r["glued"]) for r in a.values())
     n_volatile = sum(len(r.get("volatile", ())) for r in a.values())
-    print(f"{len(a)} chapters: {n_values - n_volatile} glued values identical in both "
-          f"executions ({n_volatile} measured times exempt)")
+    print(
+        f"{len(a)} chapters: {n_values - n_volatile} glued values identical in both "
+        f"executions ({n_volatile} measured times exempt)"
+    )
 
 
 @pytest.mark.two_runs
 def test_every_claim_is_checked_by_the_book():
-    """In the book's records, every claim the book can verify has checks, and all passed."""
+    """In the book's records, every claim the book can verify has checks, and all
+    passed."""
     spec = _compare_spec()
     rows = claim_rows(load_records(spec.split(":")[1]))
     unchecked = [r.claim.id for r in rows if r.claim.verifiable and not r.checks]
@@ -73,8 +86,12 @@ def _execute(notebook: Path, record_dir: Path, monkeypatch) -> dict:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(notebook, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(notebook.parent)}},
+    ).execute()
     return load_records(record_dir)
 
 
@@ -84,19 +101,21 @@ def test_setup_chapter_twice_identical(tmp_path, monkeypatch):
     second = _execute(notebook, tmp_path / "b", monkeypatch)
     assert set(first) == {"01_setup"}
     rec = first["01_setup"]
-    assert rec["checks"] and rec["glued"] and rec["seeds"], "the chapter recorded nothing"
+    assert rec["checks"] and rec["glued"] and rec["seeds"], (
+        "the chapter recorded nothing"
+    )
     assert rec["cell_errors"] == 0 and rec["cells"] > 0 and rec["elapsed_s"] > 0
     assert compare_records(first, second) == []
 
 
 # --------------------------------------------------------------------------- records
 def test_records_written_only_when_asked(tmp_path, monkeypatch):
-    report.start_chapter("ch_unset")
+    report.start_record("ch_unset")
     report.glue("x", 1.5)
     assert not list(tmp_path.iterdir())
 
     monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
-    report.start_chapter("ch")
+    report.start_record("ch")
     report.note_seed(7)
     report.glue("arr", np.arange(3))
     report.glue("t", torch.tensor(2.5))
@@ -106,30 +125,48 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
     assert rec["glued"] == {"arr": [0, 1, 2], "t": 2.5, "label": "text", "stat": 0.25}
     assert rec["seeds"] == [7]
     rec["checks"][0].pop("cell")  # set only inside IPython
-    assert rec["checks"] == [{"chapter": "ch", "name": "stat", "value": 0.25, "threshold": 0.5,
-                              "relation": "<=", "passed": True, "claim": "C1",
-                              "result": "thm-x", "asserted": True}]
+    assert rec["checks"] == [
+        {
+            "chapter": "ch",
+            "name": "stat",
+            "value": 0.25,
+            "threshold": 0.5,
+            "relation": "<=",
+            "passed": True,
+            "claim": "C1",
+            "result": "thm-x",
+            "asserted": True,
+        }
+    ]
     # a statement of the paper measured without assertion: recorded, never raises
     assert report.compare_with_paper("gap", -0.1, 0.0, ">=", claim="C6a") is False
     rec = json.loads((tmp_path / "ch.json").read_text())
-    assert rec["checks"][-1]["asserted"] is False and rec["checks"][-1]["passed"] is False
+    assert (
+        rec["checks"][-1]["asserted"] is False and rec["checks"][-1]["passed"] is False
+    )
     assert rec["glued"]["gap"] == -0.1
     with pytest.raises(ValueError, match="claim"):
         report.compare_with_paper("gap2", 1.0, 0.0, claim="")
-    # the installed distribution's version (torch.__version__ may carry a build suffix the
-    # package metadata lacks, e.g. '2.14.1+cu130' for the PyPI wheel '2.14.1')
-    assert rec["environment"]["versions"]["torch"] == importlib.metadata.version("torch")
+    # the installed distribution's version (torch.__version__ may carry a build suffix
+    # the package metadata lacks, e.g. '2.14.1+cu130' for the PyPI wheel '2.14.1')
+    assert rec["environment"]["versions"]["torch"] == importlib.metadata.version(
+        "torch"
+    )
     with pytest.raises(AssertionError, match="failed"):
         report.check("bad", 2.0, 1.0, "<=", claim="C1")
     rec = load_records(tmp_path)["ch"]
-    assert [c["passed"] for c in rec["checks"]] == [True, False, False]  # failures are recorded too
-    report.start_chapter("ch")  # a new run of the chapter starts a fresh record
+    assert [c["passed"] for c in rec["checks"]] == [
+        True,
+        False,
+        False,
+    ]  # failures are recorded too
+    report.start_record("ch")  # a new run of the chapter starts a fresh record
     assert load_records(tmp_path)["ch"]["checks"] == []
 
 
 def test_glued_objects_have_no_addresses(tmp_path, monkeypatch):
     monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
-    report.start_chapter("ch")
+    report.start_record("ch")
     report.glue("obj", object())
     assert "0x" not in load_records(tmp_path)["ch"]["glued"]["obj"]
 
@@ -146,16 +183,31 @@ def test_load_records_errors(tmp_path):
 
 
 def _record(glued, checks=()):
-    return {"schema": 1, "glued": glued,
-            "checks": [{"name": n, "value": v, "passed": p, "claim": c, "relation": ">=",
-                        "threshold": 0.0, "result": None} for n, v, p, c in checks]}
+    return {
+        "schema": 1,
+        "glued": glued,
+        "checks": [
+            {
+                "name": n,
+                "value": v,
+                "passed": p,
+                "claim": c,
+                "relation": ">=",
+                "threshold": 0.0,
+                "result": None,
+            }
+            for n, v, p, c in checks
+        ],
+    }
 
 
 def test_compare_records_finds_every_difference():
     a = {"x": _record({"u": 1.0, "w": 2}, [("c", 1.0, True, "C1")])}
     assert compare_records(a, json.loads(json.dumps(a))) == []
-    b = {"x": _record({"u": 1.0 + 1e-16 * 2, "z": 2}, [("c", 1.0, True, "C1")]),
-         "y": _record({})}
+    b = {
+        "x": _record({"u": 1.0 + 1e-16 * 2, "z": 2}, [("c", 1.0, True, "C1")]),
+        "y": _record({}),
+    }
     problems = compare_records(a, b)
     assert any("'u' differs" in p for p in problems)
     assert any("'w' glued in only one run" in p for p in problems)
@@ -168,52 +220,93 @@ def test_compare_records_finds_every_difference():
 def test_claim_rows_pass_fail_and_unchecked():
     records = {
         "02_one_step": _record({}, [("a", 1.0, True, "C1"), ("b", 1.0, True, "c1")]),
-        "05_extensions": _record({}, [("m", 1.0, False, "C6"), ("k", 1.0, True, "C7c"),
-                                      ("s", 1.0, True, "setup"), ("l", 1.0, True, "limits")]),
+        "05_extensions": _record(
+            {},
+            [
+                ("m", 1.0, False, "C6"),
+                ("k", 1.0, True, "C7c"),
+                ("s", 1.0, True, "setup"),
+                ("l", 1.0, True, "limits"),
+            ],
+        ),
     }
     rows = {r.claim.id: r for r in claim_rows(records)}
     ids = [c.id for c in CLAIMS]
-    assert list(rows) == ids[:ids.index("C6a")] + ["C6"] + ids[ids.index("C6b") + 1:]
+    assert list(rows) == ids[: ids.index("C6a")] + ["C6"] + ids[ids.index("C6b") + 1 :]
     assert rows["C1"].status == "PASS" and len(rows["C1"].checks) == 2
-    assert rows["C6"].status == "FAIL"  # "C6" tags the claim as a whole: one combined row
+    assert (
+        rows["C6"].status == "FAIL"
+    )  # "C6" tags the claim as a whole: one combined row
     records["05_extensions"]["checks"][0]["passed"] = True
     assert {r.claim.id: r.status for r in claim_rows(records)}["C6"] == "PASS"
     # a statement of the paper measured without assertion that does not hold
-    records["05_extensions"]["checks"].append({**records["05_extensions"]["checks"][0],
-                                               "name": "n", "passed": False, "asserted": False})
+    records["05_extensions"]["checks"].append(
+        {
+            **records["05_extensions"]["checks"][0],
+            "name": "n",
+            "passed": False,
+            "asserted": False,
+        }
+    )
     assert {r.claim.id: r.status for r in claim_rows(records)}["C6"] == "NOT REPRODUCED"
     records["05_extensions"]["checks"].pop()
     records["05_extensions"]["checks"][0]["passed"] = False
-    assert "(a) Untrained" in rows["C6"].claim.statement and "(b) One step" in rows["C6"].claim.statement
-    records["05_extensions"]["checks"].append({**records["05_extensions"]["checks"][0],
-                                               "name": "b", "claim": "C6b", "passed": True})
+    assert (
+        "(a) Untrained" in rows["C6"].claim.statement
+        and "(b) One step" in rows["C6"].claim.statement
+    )
+    records["05_extensions"]["checks"].append(
+        {
+            **records["05_extensions"]["checks"][0],
+            "name": "b",
+            "claim": "C6b",
+            "passed": True,
+        }
+    )
     rows = {r.claim.id: r for r in claim_rows(records)}
-    assert "C6a" not in rows and rows["C6b"].status == "PASS" and rows["C6"].status == "FAIL"
+    assert (
+        "C6a" not in rows
+        and rows["C6b"].status == "PASS"
+        and rows["C6"].status == "FAIL"
+    )
     assert not claim_rows({})[0].checks and claim_rows({})[0].status == "NOT CHECKED"
     assert [r.claim.id for r in claim_rows({})] == ids
-    assert rows["C7c"].status == "PASS" and rows["C7c"].checks[0]["chapter"] == "05_extensions"
+    assert (
+        rows["C7c"].status == "PASS"
+        and rows["C7c"].checks[0]["chapter"] == "05_extensions"
+    )
     assert rows["C3"].status == "NOT CHECKED"
     assert set(other_checks(records)) == {"setup", "limits"}
 
 
 def test_required_chapters_from_notebooks():
     def nb(code):
-        return {"cells": [{"cell_type": "markdown", "source": "start_chapter('no')"},
-                          {"cell_type": "code", "source": code}]}
+        return {
+            "cells": [
+                {"cell_type": "markdown", "source": "start_chapter('no')"},
+                {"cell_type": "code", "source": code},
+            ]
+        }
 
-    assert chapter_name_in_notebook(nb('x = 1\nstart_chapter("02_one_step")')) == "02_one_step"
+    assert (
+        chapter_name_in_notebook(nb('x = 1\nstart_chapter("02_one_step")'))
+        == "02_one_step"
+    )
     assert chapter_name_in_notebook(nb("x = 1")) is None
     with pytest.raises(ValueError, match="once"):
         chapter_name_in_notebook(nb("start_chapter('a')\nstart_chapter('a')"))
     assert required_chapters({"chapters/a": nb("start_chapter('a')"), "b": nb("")}) == {
-        "a": "chapters/a"}
+        "a": "chapters/a"
+    }
     with pytest.raises(ValueError, match="stem"):
         required_chapters({"chapters/02_x": nb("start_chapter('01_setup')")})
 
 
 def test_every_chapter_in_the_book_names_itself():
-    notebooks = {f"chapters/{p.stem}": json.loads(p.read_text())
-                 for p in (ROOT / "chapters").glob("*.ipynb")}
+    notebooks = {
+        f"chapters/{p.stem}": json.loads(p.read_text())
+        for p in (ROOT / "chapters").glob("*.ipynb")
+    }
     required = required_chapters(notebooks)
     assert "01_setup" in required
 
@@ -222,30 +315,49 @@ def _fake_app(tmp_path, notebooks: dict[str, str], mode="force"):
     src = tmp_path / "src"
     (src / "chapters").mkdir(parents=True)
     for name, code in notebooks.items():
-        (src / "chapters" / f"{name}.ipynb").write_text(json.dumps(
-            {"cells": [{"cell_type": "code", "source": code}]}))
-    env = SimpleNamespace(found_docs={f"chapters/{n}" for n in notebooks} | {"intro"},
-                          doc2path=lambda d: str(src / (d + (".md" if d == "intro" else ".ipynb"))))
-    return SimpleNamespace(outdir=str(tmp_path / "_build" / "html"), env=env,
-                           config=SimpleNamespace(nb_execution_mode=mode))
+        (src / "chapters" / f"{name}.ipynb").write_text(
+            json.dumps({"cells": [{"cell_type": "code", "source": code}]})
+        )
+    env = SimpleNamespace(
+        found_docs={f"chapters/{n}" for n in notebooks} | {"intro"},
+        doc2path=lambda d: str(src / (d + (".md" if d == "intro" else ".ipynb"))),
+    )
+    return SimpleNamespace(
+        outdir=str(tmp_path / "_build" / "html"),
+        env=env,
+        config=SimpleNamespace(nb_execution_mode=mode),
+    )
 
 
 def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch):
     pytest.importorskip("sphinx")
     from sphinx.errors import ExtensionError
 
-    from attnbook import sphinxext
+    from attnbook.book import sphinxext
 
-    app = _fake_app(tmp_path, {"01_setup": "start_chapter('01_setup')",
-                               "02_one_step": "start_chapter('02_one_step')"})
-    monkeypatch.setattr(sphinxext.os, "environ", dict(os.environ))  # keep the real env clean
+    app = _fake_app(
+        tmp_path,
+        {
+            "01_setup": "start_chapter('01_setup')",
+            "02_one_step": "start_chapter('02_one_step')",
+        },
+    )
+    monkeypatch.setattr(
+        sphinxext.os, "environ", dict(os.environ)
+    )  # keep the real env clean
     sphinxext._on_builder_inited(app)
     folder = Path(sphinxext.os.environ[RECORD_DIR_ENV])
     assert folder == tmp_path / "_build" / "records" / "book" and folder.is_dir()
     run_id = sphinxext.os.environ[report.RUN_ID_ENV]
 
     def write(name, **extra):
-        rec = {**_record({}), "chapter": name, "run_id": run_id, "cell_errors": 0, **extra}
+        rec = {
+            **_record({}),
+            "chapter": name,
+            "run_id": run_id,
+            "cell_errors": 0,
+            **extra,
+        }
         (folder / f"{name}.json").write_text(json.dumps(rec))
 
     write("01_setup")
@@ -259,7 +371,9 @@ def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch
         sphinxext._build_records(app)
     write("02_one_step")
     assert set(sphinxext._build_records(app)) == {"01_setup", "02_one_step"}
-    off = _fake_app(tmp_path / "off", {"01_setup": "start_chapter('01_setup')"}, mode="off")
+    off = _fake_app(
+        tmp_path / "off", {"01_setup": "start_chapter('01_setup')"}, mode="off"
+    )
     with pytest.raises(ExtensionError, match="executed"):
         sphinxext._build_records(off)
 
@@ -272,26 +386,46 @@ def test_citation_cites_the_paper():
     paper = cff["preferred-citation"]
     bib = (ROOT / "references.bib").read_text()
     assert paper["title"] in bib and str(paper["year"]) in bib
-    assert [a["family-names"] for a in paper["authors"]] == ["Wu", "Shevchenko", "Oymak", "Mondelli"]
+    assert [a["family-names"] for a in paper["authors"]] == [
+        "Wu",
+        "Shevchenko",
+        "Oymak",
+        "Mondelli",
+    ]
 
 
 def test_checks_belong_to_the_last_result_before_them():
 
     md = lambda s: {"cell_type": "markdown", "source": s}  # noqa: E731
     code = lambda s: {"cell_type": "code", "source": s}  # noqa: E731
-    nb = {"cells": [
-        code('check("early", 1, 0)'),
-        md("```{prf:definition} D\n:label: def-d\n```"),
-        md("```{prf:lemma} A lemma\n:label: lem-a\n\nText.\n```\n```{prf:proof}\n```"),
-        code('check("a1", x, 0.9, claim="C1")\nglue("n", 1)'),
-        md("```{prf:theorem} B\n:nonumber:\n:label: thm-b\n```"),
-        code("check('b1', y, 0.9, claim='C3')\nfor k in ks:\n    check(k + '_gap', 0, 1, claim='C3')"),
-    ]}
+    nb = {
+        "cells": [
+            code('check("early", 1, 0)'),
+            md("```{prf:definition} D\n:label: def-d\n```"),
+            md(
+                "```{prf:lemma} A lemma\n:label: lem-a\n\nText.\n```\n```{prf:proof}\n```"
+            ),
+            code('check("a1", x, 0.9, claim="C1")\nglue("n", 1)'),
+            md("```{prf:theorem} B\n:nonumber:\n:label: thm-b\n```"),
+            code(
+                "check('b1', y, 0.9, claim='C3')\nfor k in ks:\n    check(k + '_gap', 0, 1, claim='C3')"
+            ),
+        ]
+    }
     assert result_labels(nb) == {"a1": "lem-a", "b1": "thm-b"}
     nb["cells"].insert(0, code("start_chapter('ch')"))
-    records = {"ch": _record({}, [("a1", 1, True, "C1"), ("b1", 1, True, "C3"),
-                                  ("x_gap", 1, True, "C3"), ("early", 1, True, "setup"),
-                                  ("y_gap", 1, True, "C3")])}
+    records = {
+        "ch": _record(
+            {},
+            [
+                ("a1", 1, True, "C1"),
+                ("b1", 1, True, "C3"),
+                ("x_gap", 1, True, "C3"),
+                ("early", 1, True, "setup"),
+                ("y_gap", 1, True, "C3"),
+            ],
+        )
+    }
     checks = records["ch"]["checks"]
     checks[0]["result"] = "explicit"
     checks[2]["cell"] = 3  # the loop cell: start cell + 3 code cells
@@ -305,35 +439,55 @@ def test_checks_know_their_cell_in_a_kernel(tmp_path, monkeypatch):
     from nbclient import NotebookClient
 
     monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("from attnbook.report import check, start_chapter\nx = 1"),
-        nbformat.v4.new_markdown_cell("```{prf:lemma} L\n:label: lem-l\n```"),
-        nbformat.v4.new_code_cell("start_chapter('kern')"),
-        nbformat.v4.new_code_cell("check('a', 1.0, 0.0, claim='C1')"),
-        nbformat.v4.new_markdown_cell("```{prf:theorem} T\n:label: thm-t\n```"),
-        nbformat.v4.new_code_cell("for k in 'bc':\n    check(k, 1.0, 0.0, claim='C3')"),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "from attnbook.book.records import check\n"
+                "from attnbook.book.chapter import start_chapter\nx = 1"
+            ),
+            nbformat.v4.new_markdown_cell("```{prf:lemma} L\n:label: lem-l\n```"),
+            nbformat.v4.new_code_cell("start_chapter('kern', seed=0)"),
+            nbformat.v4.new_code_cell("check('a', 1.0, 0.0, claim='C1')"),
+            nbformat.v4.new_markdown_cell("```{prf:theorem} T\n:label: thm-t\n```"),
+            nbformat.v4.new_code_cell(
+                "for k in 'bc':\n    check(k, 1.0, 0.0, claim='C3')"
+            ),
+        ]
+    )
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     records = load_records(tmp_path)
     assert [c["cell"] for c in records["kern"]["checks"]] == [1, 2, 2]
     assert records["kern"]["cells"] == 3
     attach_results(records, {"kern": nb})
-    assert [c["result"] for c in records["kern"]["checks"]] == ["lem-l", "thm-t", "thm-t"]
+    assert [c["result"] for c in records["kern"]["checks"]] == [
+        "lem-l",
+        "thm-t",
+        "thm-t",
+    ]
 
 
 def test_chapters_are_quiet_and_self_seeded():
-    """No progress bars in the chapters (their output must be stable), and each seeds itself."""
+    """No progress bars in the chapters (their output must be stable), and each seeds
+    itself."""
     for path in sorted((ROOT / "chapters").glob("*.ipynb")):
         nb = json.loads(path.read_text())
-        code = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                         for c in nb["cells"] if c["cell_type"] == "code")
+        code = "\n".join(
+            "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in nb["cells"]
+            if c["cell_type"] == "code"
+        )
         import re
 
-        assert not re.search(r"from tqdm|import tqdm|tqdm\(|progress=True", code), path.name
-        assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), \
-            f"{path.name} is committed with outputs"
+        assert not re.search(r"from tqdm|import tqdm|tqdm\(|progress=True", code), (
+            path.name
+        )
+        assert not any(
+            c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"
+        ), f"{path.name} is committed with outputs"
         if "start_chapter(" in code:
-            assert "seed_everything(" in code, f"{path.name} calls start_chapter but never seeds"
+            assert re.search(r"start_chapter\([^)]*seed=", code), (
+                f"{path.name} calls start_chapter without a seed"
+            )
 
 
 def test_volatile_values_are_not_compared(tmp_path, monkeypatch):
@@ -341,7 +495,7 @@ def test_volatile_values_are_not_compared(tmp_path, monkeypatch):
     for seconds in (1.25, 1.5):
         folder = tmp_path / str(seconds)
         monkeypatch.setenv(RECORD_DIR_ENV, str(folder))
-        report.start_chapter("perf")
+        report.start_record("perf")
         report.glue("n", 3)
         report.glue("time_s", seconds, volatile=True)
         report.check("speedup", 10 * seconds, 5.0, claim="setup", volatile=True)
@@ -352,23 +506,33 @@ def test_volatile_values_are_not_compared(tmp_path, monkeypatch):
     assert compare_records(*runs) == ["perf: 'n' differs: 3 vs 4"]
 
 
-# --------------------------------------------------------------------------- a real build
+# ------------------------------------------------------------------------- a real build
 def _mini_book(folder: Path, chapter_code: str) -> Path:
     import nbformat
 
     folder.mkdir()
     (folder / "_config.yml").write_text(
         "title: mini\nexecute:\n  execute_notebooks: force\n"
-        "sphinx:\n  extra_extensions:\n    - sphinx_proof\n    - attnbook.sphinxext\n")
+        "sphinx:\n  extra_extensions:\n    - sphinx_proof\n    - attnbook.book.sphinxext\n"
+    )
     (folder / "_toc.yml").write_text(
-        "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n  - file: repro\n")
+        "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n  - file: repro\n"
+    )
     (folder / "intro.md").write_text("# Mini\n\n```{claims-dashboard}\n```\n")
     (folder / "repro.md").write_text("# Repro\n\n```{run-report}\n```\n")
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("# Chapter\n\n```{prf:lemma} L\n:label: lem-mini\n\nS.\n```"),
-        nbformat.v4.new_code_cell(chapter_code),
-    ])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell(
+                "# Chapter\n\n```{prf:lemma} L\n:label: lem-mini\n\nS.\n```"
+            ),
+            nbformat.v4.new_code_cell(chapter_code),
+        ]
+    )
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, folder / "ch1.ipynb")
     return folder
 
@@ -377,18 +541,29 @@ def _build(folder: Path) -> subprocess.CompletedProcess:
     import shutil
     import sys
 
-    exe = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or "jupyter-book"
+    exe = (
+        shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
+        or "jupyter-book"
+    )
     env = {k: v for k, v in os.environ.items() if k != RECORD_DIR_ENV}
-    return subprocess.run([exe, "build", str(folder), "-W", "-n"], capture_output=True,
-                          text=True, env=env, timeout=600)
+    return subprocess.run(
+        [exe, "build", str(folder), "-W", "-n"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 def test_dashboard_in_a_real_build(tmp_path):
     """The extension renders PASS rows from this build's records, and the run report."""
-    book = _mini_book(tmp_path / "ok", "from attnbook.report import check, start_chapter\n"
-                      "from attnbook.utils import seed_everything\n"
-                      "start_chapter('ch1')\nrng = seed_everything(5)\n"
-                      "check('mini_stat', 0.5, 0.25, '>=', claim='C1');")
+    book = _mini_book(
+        tmp_path / "ok",
+        "from attnbook.book.records import check\n"
+        "from attnbook.book.chapter import start_chapter\n"
+        "rng, device = start_chapter('ch1', seed=5)\n"
+        "check('mini_stat', 0.5, 0.25, '>=', claim='C1');",
+    )
     proc = _build(book)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     html = (book / "_build" / "html" / "intro.html").read_text()
@@ -400,12 +575,19 @@ def test_dashboard_in_a_real_build(tmp_path):
 
 
 def test_build_fails_without_a_chapter_record(tmp_path):
-    """A chapter that calls start_chapter but leaves no record stops the build (no stale data)."""
-    book = _mini_book(tmp_path / "stale", "from attnbook.report import start_chapter\n"
-                      "if False:\n    start_chapter('ch1')")
+    """A chapter that calls start_chapter but leaves no record stops the build (no stale
+    data)."""
+    book = _mini_book(
+        tmp_path / "stale",
+        "from attnbook.book.chapter import start_chapter\n"
+        "if False:\n    start_chapter('ch1', seed=0)",
+    )
     stale = book / "_build" / "records" / "book"
     stale.mkdir(parents=True)
     (stale / "ch1.json").write_text("{}")  # an old record is wiped, not used
     proc = _build(book)
     assert proc.returncode != 0
-    assert "no record of this build for the chapter(s) ['ch1']" in proc.stdout + proc.stderr
+    assert (
+        "no record of this build for the chapter(s) ['ch1']"
+        in proc.stdout + proc.stderr
+    )

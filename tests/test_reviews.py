@@ -4,18 +4,34 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.data import DATA_DIR_ENV
-from attnbook.reviews import build_review_corpus, highlight_html, prepare_reviews
+from attnbook.book.display import highlight_html
+from attnbook.data.corpus import build_review_corpus, prepare_reviews
+from attnbook.data.reviews import DATA_DIR_ENV
 
-TRAIN = ["Good film, good cast.", "A bad film.", "good but bad", "zzz", "Great fun!", "bad bad"]
+TRAIN = [
+    "Good film, good cast.",
+    "A bad film.",
+    "good but bad",
+    "zzz",
+    "Great fun!",
+    "bad bad",
+]
 TRAIN_Y = [1, 0, 1, 0, 1, 0]
 TEST = ["qqq", "bad ending", "good good film"]
 TEST_Y = [1, 0, 1]
 
 
 def test_build_review_corpus_alignment():
-    c = build_review_corpus(TRAIN, TRAIN_Y, TEST, TEST_Y, min_df=2, name="toy",
-                            train_stars=[9, 2, 7, 1, 8, 1], test_stars=[10, 3, 8])
+    c = build_review_corpus(
+        TRAIN,
+        TRAIN_Y,
+        TEST,
+        TEST_Y,
+        min_df=2,
+        name="toy",
+        train_stars=[9, 2, 7, 1, 8, 1],
+        test_stars=[10, 3, 8],
+    )
     assert c.vocabulary.tokens == ("bad", "film", "good")  # document frequency 3, 2, 2
     assert c.vocab_size == 3
     # "zzz" and "Great fun!" have no in-vocabulary token in train, "qqq" in test
@@ -74,22 +90,20 @@ def test_prepare_yelp_from_mirror():
     assert len(c.test_texts) == c.test.n_sequences
 
 
-# ----------------------------------------------------------------- training helpers and tables
-from attnbook.reviews import (  # noqa: E402
+# ---------------------------------------------------------- training helpers and tables
+from attnbook.data.corpus import min_df_for_vocabulary_size, split_validation
+from attnbook.experiments.evaluation import evaluate_binary
+from attnbook.experiments.real_data import (
     ReviewExperimentConfig,
-    evaluate_binary,
     history_frame,
-    min_df_for_vocabulary_size,
     pick_examples,
-    plateau_stop,
-    plateau_stop_step,
     run_review_experiment,
-    split_validation,
     token_scores,
     top_tokens,
     train_on_reviews,
 )
-from attnbook.train import History, init_parameters  # noqa: E402
+from attnbook.models.parameters import init_parameters  # noqa: E402
+from attnbook.models.training import History, plateau_stop, plateau_stop_step
 
 
 def _toy_corpus():
@@ -97,7 +111,9 @@ def _toy_corpus():
     neg = ["bad awful film", "awful bad", "bad boring film", "boring awful"]
     texts = pos + neg
     labels = [1] * 4 + [0] * 4
-    return build_review_corpus(texts, labels, texts[::-1], labels[::-1], min_df=1, name="toy")
+    return build_review_corpus(
+        texts, labels, texts[::-1], labels[::-1], min_df=1, name="toy"
+    )
 
 
 def test_min_df_for_vocabulary_size():
@@ -127,7 +143,9 @@ def test_plateau_stop_step():
     h = History()
     for step, loss in zip((0, 10, 20, 30, 40), (1.0, 0.5, 0.3, 0.29, 0.285)):
         h.record(step, {"train_loss": loss})
-    assert plateau_stop_step(h, 0.1, window=2) == 40  # as test_plateau_stop: fires at the fifth record
+    assert (
+        plateau_stop_step(h, 0.1, window=2) == 40
+    )  # as test_plateau_stop: fires at the fifth record
     assert plateau_stop_step(h, 0.01, window=2) is None
     with pytest.raises(ValueError):
         plateau_stop_step(h, 0.1, key="val_loss")
@@ -136,16 +154,26 @@ def test_plateau_stop_step():
 def test_train_on_reviews_and_evaluate():
     c = _toy_corpus()
     gen = torch.Generator().manual_seed(0)
-    params = {k: t.detach() for k, t in init_parameters(c.vocab_size, 16, generator=gen).items()}
+    params = {
+        k: t.detach()
+        for k, t in init_parameters(c.vocab_size, 16, generator=gen).items()
+    }
     h = train_on_reviews(params, c, steps=60, lr=0.05, eval_every=10, rel_tol=None)
     assert h.eval_steps[0] == 0 and h.eval_steps[-1] == 60
-    assert set(h.metrics) == {"train_loss", "train_accuracy", "test_loss", "test_accuracy",
-                              "test_balanced_accuracy"}
+    assert set(h.metrics) == {
+        "train_loss",
+        "train_accuracy",
+        "test_loss",
+        "test_accuracy",
+        "test_balanced_accuracy",
+    }
     assert h.metrics["train_loss"][-1] < 0.1 * h.metrics["train_loss"][0]
     ev = evaluate_binary(params, c.test, c.labels("test"))
     assert ev["accuracy"] == 1.0 and ev["balanced_accuracy"] == 1.0
     frame = history_frame(h)
-    assert set(frame["split"]) == {"train", "test"} and "balanced_accuracy" in set(frame["metric"])
+    assert set(frame["split"]) == {"train", "test"} and "balanced_accuracy" in set(
+        frame["metric"]
+    )
     value, cls = token_scores(params)
     assert value.shape == cls.shape == (c.vocab_size,)
     good, bad = c.vocabulary.id("good"), c.vocabulary.id("bad")
@@ -154,12 +182,19 @@ def test_train_on_reviews_and_evaluate():
 
 def test_run_review_experiment_small():
     c = _toy_corpus()
-    cfg = ReviewExperimentConfig(dim=8, eta=10.0, steps_full=20, steps_head=20, dtype=torch.float64)
+    cfg = ReviewExperimentConfig(
+        dim=8, eta=10.0, steps_full=20, steps_head=20, dtype=torch.float64
+    )
     ex = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
     assert set(ex.params) == {"init", "full", "random_E", "one_step", "one_step_head"}
-    # random E is the initial draw at unit scale, fixed; the one-step E is kept fixed too
-    torch.testing.assert_close(ex.params["random_E"]["E"], ex.params["init"]["E"] / cfg.init_scale)
-    torch.testing.assert_close(ex.params["one_step_head"]["E"], ex.params["one_step"]["E"])
+    # random E is the initial draw at unit scale, fixed; the one-step E is kept fixed
+    # too
+    torch.testing.assert_close(
+        ex.params["random_E"]["E"], ex.params["init"]["E"] / cfg.init_scale
+    )
+    torch.testing.assert_close(
+        ex.params["one_step_head"]["E"], ex.params["one_step"]["E"]
+    )
     assert not torch.equal(ex.params["one_step"]["E"], ex.params["init"]["E"])
     assert set(ex.histories) == set(ex.seconds) == {"full", "random_E", "one_step_head"}
     again = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
@@ -169,12 +204,24 @@ def test_run_review_experiment_small():
 def test_run_review_experiment_run_to_cap():
     c = _toy_corpus()
     # a loose plateau rule stops every model early, except those told to run to the cap
-    cfg = ReviewExperimentConfig(dim=8, eta=10.0, steps_full=60, steps_head=60, rel_tol=0.9, window=1,
-                                 dtype=torch.float64, run_to_cap=("one_step_head",), steps_one_step_head=70)
+    cfg = ReviewExperimentConfig(
+        dim=8,
+        eta=10.0,
+        steps_full=60,
+        steps_head=60,
+        rel_tol=0.9,
+        window=1,
+        dtype=torch.float64,
+        run_to_cap=("one_step_head",),
+        steps_one_step_head=70,
+    )
     ex = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
     assert ex.histories["one_step_head"].eval_steps[-1] == 70
     assert ex.histories["one_step_head"].stopped_at is None
-    assert ex.histories["random_E"].stopped_at is not None and ex.histories["random_E"].stopped_at < 60
+    assert (
+        ex.histories["random_E"].stopped_at is not None
+        and ex.histories["random_E"].stopped_at < 60
+    )
     with pytest.raises(ValueError):
         ReviewExperimentConfig(run_to_cap=("one_step",))
     with pytest.raises(ValueError):
@@ -182,25 +229,45 @@ def test_run_review_experiment_run_to_cap():
 
 
 def _larger_toy_corpus():
-    pos = [f"good great fun {w}" for w in ("film", "plot", "cast", "score", "music", "story")] * 3
+    pos = [
+        f"good great fun {w}"
+        for w in ("film", "plot", "cast", "score", "music", "story")
+    ] * 3
     neg = [f"bad awful boring {w}" for w in ("film", "plot", "cast", "score")] * 3
     texts = pos + neg
     labels = [1] * len(pos) + [0] * len(neg)
-    return build_review_corpus(texts, labels, texts[:6], labels[:6], min_df=1, name="toy",
-                               train_stars=[5] * len(pos) + [1] * len(neg))
+    return build_review_corpus(
+        texts,
+        labels,
+        texts[:6],
+        labels[:6],
+        min_df=1,
+        name="toy",
+        train_stars=[5] * len(pos) + [1] * len(neg),
+    )
 
 
 def test_split_validation_stratified_and_seeded():
     c = _larger_toy_corpus()  # 18 positive, 12 negative
     s = split_validation(c, 0.2, np.random.default_rng(0))
     assert s.validation.n_sequences == 4 + 2 and s.train.n_sequences == 30 - 6
-    assert (s.validation_labels == 1).sum() == 4 and (s.validation_labels == -1).sum() == 2
+    assert (s.validation_labels == 1).sum() == 4 and (
+        s.validation_labels == -1
+    ).sum() == 2
     # the two parts partition the original training rows, each in the original order
-    assert sorted(np.concatenate([s.train_kept, s.validation_kept]).tolist()) == c.train_kept.tolist()
+    assert (
+        sorted(np.concatenate([s.train_kept, s.validation_kept]).tolist())
+        == c.train_kept.tolist()
+    )
     assert (np.diff(s.train_kept) > 0).all() and (np.diff(s.validation_kept) > 0).all()
-    torch.testing.assert_close(s.validation.to_dense(), c.train.select(s.validation_kept).to_dense())
+    torch.testing.assert_close(
+        s.validation.to_dense(), c.train.select(s.validation_kept).to_dense()
+    )
     assert s.train_stars.shape == (24,) and s.vocabulary is c.vocabulary
-    assert s.summary()["n_validation"] == 6 and s.n_dropped_documents == c.n_dropped_documents
+    assert (
+        s.summary()["n_validation"] == 6
+        and s.n_dropped_documents == c.n_dropped_documents
+    )
     assert s.labels("validation").shape == (6,)
     again = split_validation(c, 0.2, np.random.default_rng(0))
     assert again.validation_kept.tolist() == s.validation_kept.tolist()
@@ -215,15 +282,24 @@ def test_split_validation_stratified_and_seeded():
 def test_training_with_validation_keeps_best_step():
     c = split_validation(_larger_toy_corpus(), 0.2, np.random.default_rng(1))
     gen = torch.Generator().manual_seed(0)
-    params = {k: t.detach() for k, t in init_parameters(c.vocab_size, 16, generator=gen).items()}
+    params = {
+        k: t.detach()
+        for k, t in init_parameters(c.vocab_size, 16, generator=gen).items()
+    }
     h = train_on_reviews(params, c, steps=30, lr=0.05, eval_every=10, rel_tol=None)
     assert {"val_loss", "val_accuracy", "val_balanced_accuracy"} <= set(h.metrics)
     i = int(np.argmin(h.metrics["val_loss"]))
     assert h.best_step == h.eval_steps[i] and set(h.best_params) == {"E", "p", "v"}
     assert set(history_frame(h)["split"]) == {"train", "val", "test"}
-    cfg = ReviewExperimentConfig(dim=8, eta=10.0, steps_full=20, steps_head=20, dtype=torch.float64)
+    cfg = ReviewExperimentConfig(
+        dim=8, eta=10.0, steps_full=20, steps_head=20, dtype=torch.float64
+    )
     ex = run_review_experiment(c, cfg, generator=torch.Generator().manual_seed(1))
-    assert set(ex.best_steps) == set(ex.best_params) == {"full", "random_E", "one_step_head"}
+    assert (
+        set(ex.best_steps)
+        == set(ex.best_params)
+        == {"full", "random_E", "one_step_head"}
+    )
     for key, step in ex.best_steps.items():
         assert step == ex.histories[key].best_step
 
@@ -247,11 +323,17 @@ def test_top_tokens_and_pick_examples():
 
 
 def test_document_outcomes_and_paired_difference():
-    from attnbook.reviews import document_outcomes, paired_mean_difference
+    from attnbook.experiments.evaluation import (
+        document_outcomes,
+        paired_mean_difference,
+    )
 
     c = _toy_corpus()
     gen = torch.Generator().manual_seed(3)
-    params = {k: t.detach() for k, t in init_parameters(c.vocab_size, 8, generator=gen).items()}
+    params = {
+        k: t.detach()
+        for k, t in init_parameters(c.vocab_size, 8, generator=gen).items()
+    }
     out = document_outcomes(params, c.test, c.labels("test"))
     ev = evaluate_binary(params, c.test, c.labels("test"))
     assert out["loss"].shape == out["correct"].shape == (c.test.n_sequences,)
@@ -260,7 +342,9 @@ def test_document_outcomes_and_paired_difference():
     rng = np.random.default_rng(0)
     shared = rng.normal(size=4000)  # large shared part: the paired interval ignores it
     d = paired_mean_difference(shared + 0.1 + 0.01 * rng.normal(size=4000), shared)
-    assert d["low"] < 0.1 < d["high"] and d["high"] - d["low"] < 0.002 and d["n"] == 4000
+    assert (
+        d["low"] < 0.1 < d["high"] and d["high"] - d["low"] < 0.002 and d["n"] == 4000
+    )
     with pytest.raises(ValueError):
         paired_mean_difference([1.0, 2.0], [1.0])
     with pytest.raises(ValueError):

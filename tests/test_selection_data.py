@@ -3,18 +3,25 @@
 import numpy as np
 import pytest
 
-from attnbook.frequency import average_signed_frequency
-from attnbook.selection_data import (
+from attnbook.data.selection import (
     assumption_one_data,
     partially_relevant_data,
     two_relevant_data,
 )
+from attnbook.theory.frequency import average_signed_frequency
 
 
 @pytest.mark.parametrize("balanced", [True, False])
 def test_assumption_one_exact(balanced):
-    data = assumption_one_data(40, n_positive=4, n_negative=3, n_irrelevant=20, length=6,
-                               balanced=balanced, rng=np.random.default_rng(0))
+    data = assumption_one_data(
+        40,
+        n_positive=4,
+        n_negative=3,
+        n_irrelevant=20,
+        length=6,
+        balanced=balanced,
+        rng=np.random.default_rng(0),
+    )
     alpha = average_signed_frequency(data.counts, data.labels, data.vocab_size).numpy()
     cls = data.token_class
     assert np.abs(alpha[cls == 0]).max() == 0.0  # exactly zero, not only in expectation
@@ -65,4 +72,6 @@ def test_errors_and_determinism():
         assumption_one_data(5, length=1, rng=np.random.default_rng(0))
     a = assumption_one_data(10, rng=np.random.default_rng(3))
     b = assumption_one_data(10, rng=np.random.default_rng(3))
-    assert all((x == y).all() for x, y in zip(a.counts.to_sequences(), b.counts.to_sequences()))
+    assert all(
+        (x == y).all() for x, y in zip(a.counts.to_sequences(), b.counts.to_sequences())
+    )

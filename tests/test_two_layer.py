@@ -2,16 +2,17 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.counts import TokenCounts
-from attnbook.losses import logistic_loss
-from attnbook.model import attention_output
-from attnbook.two_layer import (
+from attnbook.engine.counts import TokenCounts
+from attnbook.models.attention import attention_output
+from attnbook.models.losses import logistic_loss
+from attnbook.models.two_layer import (
     dense_two_layer_output,
     effective_query,
     init_two_layer,
     pair_blocks,
     two_layer_output,
 )
+
 from conftest import random_problem
 
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from attnbook.frequency import average_signed_frequency
-from attnbook.xor_data import A, B, NOT_A, NOT_B, XorSpec, sample_xor
+from attnbook.data.xor import NOT_A, NOT_B, A, B, XorSpec, sample_xor
+from attnbook.theory.frequency import average_signed_frequency
 
 
 def test_alpha_is_exactly_zero():

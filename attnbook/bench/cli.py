@@ -1,0 +1,212 @@
+"""``python -m attnbook.bench``: the command line of the benchmark."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from attnbook.bench.measure import (
+    backend_times,
+    compare_implementations,
+    engine_passes,
+    fit_linear_time,
+    init_benchmark_parameters,
+    scaling_table,
+    two_layer_comparison,
+)
+from attnbook.bench.timing import copy_bandwidth, minimum_bytes
+from attnbook.bench.usual import prepare
+from attnbook.engine import kernels
+from attnbook.runtime import cpu_name, default_device
+
+__all__ = ["main"]
+
+
+# ------------------------------------------------------------------------- command line
+def _passes_table(rows: Sequence[dict[str, float | str]]) -> str:
+    lines = [f"{'pass':<24} {'MB':>7} {'ms':>7} {'GB/s':>7}"]
+    lines += [
+        f"{r['pass']:<24} {r['MB']:>7.1f} {r['ms']:>7.3f} {r['GB/s']:>7.1f}"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+def _table(rows: Sequence[dict[str, float]]) -> str:
+    head = f"{'varied':>10} {'docs':>7} {'V':>6} {'d':>6} {'nnz':>10} {'V*d':>11} {'ms':>9} {'ns/count':>9}"
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{r['varied']:>10} {r['documents']:>7d} {r['vocab']:>6d} {r['dim']:>6d} "
+            f"{r['nnz']:>10d} {r['vd']:>11d} {r['ms']:>9.2f} {1e6 * r['ms'] / r['nnz']:>9.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, object]:
+    """Run the benchmark (see the module docstring); returns the measured numbers."""
+    ap = argparse.ArgumentParser(
+        prog="python -m attnbook.bench",
+        description="Benchmark of the count engine against the usual padded implementation.",
+    )
+    ap.add_argument("--dataset", default="imdb", choices=("imdb", "yelp"))
+    ap.add_argument("--min-df", type=int, default=40)
+    ap.add_argument("--dim", type=int, default=2048)
+    ap.add_argument(
+        "--docs", type=int, default=None, help="use only the first DOCS documents"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=7, help="repetitions (minimum is reported)"
+    )
+    ap.add_argument(
+        "--usual-repeats",
+        type=int,
+        default=2,
+        help="passes of the usual implementation (the first also checks agreement)",
+    )
+    ap.add_argument(
+        "--max-positions",
+        type=int,
+        default=16_384,
+        help="padded positions per mini-batch of the usual implementation",
+    )
+    ap.add_argument("--two-layer-docs", type=int, default=200)
+    ap.add_argument("--two-layer-dim", type=int, default=256)
+    ap.add_argument("--no-scaling", action="store_true")
+    ap.add_argument(
+        "--device", default=None, help="cpu or cuda (default: cuda when present)"
+    )
+    args = ap.parse_args(argv)
+
+    device = torch.device(args.device) if args.device else default_device()
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda was asked for, but torch sees no CUDA device")
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    print(
+        f"device: {device} ({name}), torch {torch.__version__}, "
+        f"{torch.get_num_threads()} CPU thread(s), engine kernels: {kernels.backend(device)}"
+    )
+
+    prep = prepare(args.dataset, args.min_df)
+    counts, y = prep.counts, prep.labels
+    print(
+        f"data: {args.dataset} train, min_df={prep.min_df}: load {prep.seconds_load:.2f} s, "
+        f"vocabulary {prep.seconds_vocabulary:.2f} s, encode {prep.seconds_encode:.2f} s"
+    )
+    if args.docs is not None:
+        k = min(args.docs, counts.n_sequences)
+        counts, y = counts.select(np.arange(k)), y[:k]
+    counts = counts.to(device)
+    y = y.to(device)
+    V, d, n = counts.vocab_size, args.dim, counts.n_sequences
+    T = int(counts.counts.sum())
+    print(
+        f"corpus: n={n} documents, V={V}, tokens={T}, stored counts nnz={counts.nnz}, d={d}"
+    )
+
+    cmp = compare_implementations(
+        counts,
+        y,
+        dim=d,
+        max_positions=args.max_positions,
+        usual_repeats=args.usual_repeats,
+        repeats=args.repeats,
+        progress=True,
+    )
+    print(
+        f"usual implementation: {cmp['batches']} mini-batches, {cmp['positions']} padded "
+        f"positions ({cmp['positions'] / T:.3f} x tokens)"
+    )
+    print(
+        f"agreement: loss {cmp['loss_engine']:.7f} vs {cmp['loss_usual']:.7f} (relative "
+        f"{cmp['loss_rel']:.1e}); gradients relative difference E {cmp['grad_rel'][0]:.1e}, "
+        f"p {cmp['grad_rel'][1]:.1e}, v {cmp['grad_rel'][2]:.1e}"
+    )
+    if not (cmp["loss_rel"] <= 1e-5 and max(cmp["grad_rel"]) <= 1e-4):
+        raise SystemExit("the engine and the usual implementation disagree")
+    t_usual, t_grad, t_step = cmp["usual_s"], cmp["engine_s"], cmp["step_s"]
+    speedup = t_usual / t_grad
+    print(
+        f"full-batch forward+backward: usual {t_usual:.3f} s, engine {1e3 * t_grad:.2f} ms "
+        f"-> speed-up {speedup:.0f}x"
+    )
+    print(f"engine training step (forward+backward+Adam): {1e3 * t_step:.2f} ms")
+
+    # (3) bandwidth bound
+    bw = copy_bandwidth(device, repeats=30)
+    nbytes = minimum_bytes(counts, d)
+    t_bound = nbytes / bw
+    fraction = t_bound / t_grad
+    print(
+        f"bandwidth (copy): {bw / 1e9:.1f} GB/s; minimum bytes per gradient "
+        f"{nbytes / 1e6:.1f} MB -> bound {1e3 * t_bound:.2f} ms; engine reaches "
+        f"{fraction:.3f} of the bound ({t_grad / t_bound:.1f}x the bound)"
+    )
+
+    # where the time goes, and what the compiled kernels buy
+    params = init_benchmark_parameters(V, d, 0, torch.float32, device)
+    passes = engine_passes(params, counts, repeats=args.repeats)
+    print("the engine's passes, each timed from memory:")
+    print(_passes_table(passes))
+    t_passes = sum(r["ms"] for r in passes) / 1e3
+    print(
+        f"passes on their own {1e3 * t_passes:.2f} ms in all; the gradient (passes, vector "
+        f"operations and autograd) {1e3 * t_grad:.2f} ms"
+    )
+    backends = backend_times(params, counts, y, repeats=args.repeats)
+    del params
+    if "compiled" in backends:
+        print(
+            f"gradient with the compiled kernels {1e3 * backends['compiled']:.2f} ms, with "
+            f"their torch twins {1e3 * backends['torch']:.2f} ms -> "
+            f"{backends['torch'] / backends['compiled']:.1f}x"
+        )
+
+    # (4) two-layer model
+    two = two_layer_comparison(
+        counts,
+        y,
+        n_docs=args.two_layer_docs,
+        dim=args.two_layer_dim,
+        repeats=max(2, args.repeats // 3),
+    )
+    if two is None:
+        print("two-layer model: attnbook.two_layer not available")
+    else:
+        print(
+            f"two-layer model ({two['documents']} documents, d={two['dim']}): loss relative "
+            f"{two['loss_rel']:.1e}, gradients {two['grad_rel']:.1e}; forward+backward "
+            f"engine {1e3 * two['engine_s']:.1f} ms, padded reference "
+            f"{1e3 * two['reference_s']:.1f} ms -> speed-up {two['speedup']:.1f}x"
+        )
+
+    # (5) scaling
+    rows: list[dict[str, float]] = []
+    if not args.no_scaling:
+        rows = scaling_table(counts, y, base_dim=d, repeats=args.repeats, progress=True)
+        print(_table(rows))
+        c0, c1, c2, worst = fit_linear_time(rows)
+        print(
+            f"fit: ms = {c0:.2f} + {1e6 * c1:.2f} ns x nnz + {1e6 * c2:.3f} ns x V*d "
+            f"(largest relative deviation {worst:.2f})"
+        )
+    print("times are minima over repetitions; other load on the machine only adds time")
+    print(f"speedup={speedup:.1f} bound_fraction={fraction:.3f}")
+    return dict(
+        speedup=speedup,
+        bound_fraction=fraction,
+        t_usual=t_usual,
+        t_grad=t_grad,
+        t_step=t_step,
+        bandwidth=bw,
+        bytes=nbytes,
+        loss_rel=cmp["loss_rel"],
+        grad_rel=cmp["grad_rel"],
+        two_layer=two,
+        scaling=rows,
+        passes=passes,
+        backends=backends,
+    )

@@ -1,0 +1,348 @@
+"""The claims of the paper and how the book's recorded checks verify them.
+
+:data:`CLAIMS` lists the claims C1-C7 of the paper (C6 and C7 split into their parts) in
+the book's words, with where each comes from and, where the book cannot verify a claim
+as the paper states it, why. :func:`claim_rows` joins them with the checks recorded by a
+run of the chapters (:mod:`attnbook.report`) into the rows of the claims dashboard on
+the landing page; PASS and FAIL are computed from the records, never typed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Claim",
+    "CLAIMS",
+    "ClaimRow",
+    "claim_rows",
+    "other_checks",
+    "required_chapters",
+    "chapter_name_in_notebook",
+    "result_labels",
+    "attach_results",
+]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper as the book states it."""
+
+    id: str
+    statement: str
+    source: str
+    caveat: str = ""  # what the book cannot verify as stated, or what it reconstructed
+    verifiable: bool = True
+    partial: bool = (
+        False  # the book's checks cover only part of the statement (see caveat)
+    )
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "C1",
+        "One gradient step from a small random initialization aligns each embedding "
+        "with the head: E_s·v grows in proportion to the average signed frequency α_s.",
+        "paper, Lemma 4.1",
+    ),
+    Claim(
+        "C2",
+        "After the step, E_s·p stays at the scale of the random initialization.",
+        "paper, Lemma 4.2 (statement not available)",
+        caveat="Reconstructed: the book proves and checks its own statement, not the paper's.",
+    ),
+    Claim(
+        "C3",
+        "Under Assumption 1, gradient flow on p with E frozen: ‖p‖ → ∞, attention "
+        "selects the important token of every sequence, p/‖p‖ → the max-margin direction.",
+        "paper, Theorem 4.3 with Lemmas 4.4, 4.5",
+        caveat="Assumption 1 is reconstructed from the abstract and the reviews.",
+    ),
+    Claim(
+        "C4",
+        "With several relevant tokens: a converging p selects at least one relevant "
+        "token per sequence; selecting all of them, its limit is their max-margin direction.",
+        "authors' answers to reviewers",
+        caveat="Partially relevant tokens are open in the paper; the book's checks on them "
+        "(partial_*) test its own prediction, not a statement of the paper.",
+    ),
+    Claim(
+        "C5",
+        "Real data (IMDB, Yelp), all parameters trained: the bin average of E_s·v "
+        "increases with P(1|s) − P(0|s); the bin average of E_s·p is U-shaped.",
+        "paper, Section 5 figures",
+        caveat="The paper's synthetic data for this experiment (its Eq. 15) is not "
+        "recovered; the checks use IMDB and Yelp.",
+    ),
+    Claim(
+        "C6a",
+        "Untrained embeddings (random E fixed, p and v trained) give a worse test "
+        "accuracy and loss than training everything.",
+        "authors' answers to reviewers",
+        caveat="The book asserts the training-loss gap; the test comparison (each model at its "
+        "best validation step, paired 95% intervals) is measured against the paper's "
+        "statement without assertion: in the book's runs it holds on IMDB and not on "
+        "Yelp (real-data chapter).",
+    ),
+    Claim(
+        "C6b",
+        "One step on E, then E frozen: the within-bin spread of E_s·v and E_s·p drops "
+        "several-fold compared with training E to convergence.",
+        "authors' answers to reviewers",
+        caveat="Measured against the paper's statement (ratio of spreads at most 1/2), not "
+        "asserted: with E frozen the scores grow with the "
+        "norms of p and v, which grow as long as the ablation trains (it leaves a long "
+        "plateau only after thousands of steps), so the spread ratio in the units of "
+        "the scores follows the training length; in the book's runs it is several-fold "
+        "smaller on IMDB and larger on Yelp, and relative to the scale of the scores it is not "
+        "smaller on either (real-data chapter).",
+    ),
+    Claim(
+        "C7a",
+        "Two-layer model: E_s·v and E_s·W_KQ p behave as in the one-layer model.",
+        "authors' answers to reviewers",
+    ),
+    Claim(
+        "C7b",
+        "An MLP after the softmax: E_s·p keeps growing with importance; the trend of "
+        "E_s·v weakens.",
+        "authors' answers to reviewers",
+    ),
+    Claim(
+        "C7c",
+        "K classes: one step gives E_s·v_k proportional to a per-class signed "
+        "frequency; E_s·v_k grows with the importance of s for class k.",
+        "authors' answers to reviewers",
+    ),
+    Claim(
+        "C7d",
+        "Small embedding dimension: how much of the picture survives at practical d.",
+        "question of the reviewers, not answered with data",
+        caveat="No statement of the paper to verify: the book reports its own measurements.",
+    ),
+)
+
+_IDS = {c.id.lower(): c for c in CLAIMS}
+
+
+@dataclass
+class ClaimRow:
+    """A claim with the recorded checks that verify it."""
+
+    claim: Claim
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``FAIL`` (an asserted check failed), ``NOT REPRODUCED`` (every asserted check
+        passed, but a statement of the paper measured without assertion, see
+        :func:`attnbook.report.compare_with_paper`, did not hold), ``PASS (part)``
+        (everything held, but the checks cover only part of the claim), ``PASS``, or
+        ``NOT CHECKED`` (no check recorded)."""
+        if not self.checks:
+            return "NOT CHECKED"
+        if not all(c["passed"] for c in self.checks if c.get("asserted", True)):
+            return "FAIL"
+        if not all(c["passed"] for c in self.checks):
+            return "NOT REPRODUCED"
+        return "PASS (part)" if self.claim.partial else "PASS"
+
+
+def _parts(parent: str) -> list[Claim]:
+    return [
+        c
+        for c in CLAIMS
+        if re.fullmatch(re.escape(parent.lower()) + r"[a-z]", c.id.lower())
+    ]
+
+
+def _row_id(tag: str | None) -> str | None:
+    """The dashboard row of a check's ``claim`` tag: a claim id ("C6a"), a parent ("C6",
+    when the chapter tags a check with the claim as a whole), or None (not a claim:
+    "setup")."""
+    if not tag:
+        return None
+    tag = tag.strip().lower()
+    if tag in _IDS:
+        return _IDS[tag].id
+    parts = _parts(tag)
+    return parts[0].id[:-1] if parts else None
+
+
+def _combined(parent: str) -> Claim:
+    parts = _parts(parent)
+    caveats = " ".join(c.caveat for c in parts if c.caveat)
+    sources = sorted({c.source for c in parts})
+    return Claim(
+        parent,
+        " ".join(f"({c.id[-1]}) {c.statement}" for c in parts),
+        "; ".join(sources),
+        caveat=caveats,
+        partial=any(c.partial for c in parts),
+    )
+
+
+def claim_rows(records: dict[str, dict]) -> list[ClaimRow]:
+    """One row per claim of :data:`CLAIMS`, with the checks of ``records`` tagged with
+    it.
+
+    A check tagged with a claim that has parts as a whole ("C6" for C6a and C6b) goes to
+    one combined row, which replaces the parts that have no check of their own. Checks
+    are ordered by chapter, then in the order they ran.
+    """
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for chapter in sorted(records):
+        for chk in records[chapter]["checks"]:
+            rid = _row_id(chk.get("claim"))
+            if rid is not None:
+                by_id.setdefault(rid, []).append({**chk, "chapter": chapter})
+    rows: list[ClaimRow] = []
+    done_parents: set[str] = set()
+    for claim in CLAIMS:
+        parent = claim.id[:-1] if claim.id[-1].isalpha() else None
+        if parent and parent in by_id:
+            if parent not in done_parents:
+                done_parents.add(parent)
+                rows.append(ClaimRow(_combined(parent), by_id[parent]))
+            if claim.id in by_id:
+                rows.append(ClaimRow(claim, by_id[claim.id]))
+            continue
+        rows.append(ClaimRow(claim, by_id.get(claim.id, [])))
+    return rows
+
+
+def other_checks(records: dict[str, dict]) -> dict[str, list[dict[str, Any]]]:
+    """Recorded checks that belong to no claim row, grouped by their tag ("setup",
+    "limits")."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for chapter in sorted(records):
+        for chk in records[chapter]["checks"]:
+            if _row_id(chk.get("claim")) is None:
+                groups.setdefault(chk.get("claim") or "untagged", []).append(
+                    {**chk, "chapter": chapter}
+                )
+    return groups
+
+
+_START = re.compile(r"start_chapter\(\s*[\"']([^\"']+)[\"']\s*[,)]")
+
+
+def chapter_name_in_notebook(notebook: dict) -> str | None:
+    """The name a notebook passes to ``start_chapter`` (``None`` when it does not call
+    it).
+
+    Raises ``ValueError`` when it calls it more than once.
+    """
+    names = []
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        names += _START.findall(source)
+    if len(names) > 1:
+        raise ValueError(
+            f"start_chapter is called {len(names)} times ({names}); call it once"
+        )
+    return names[0] if names else None
+
+
+def required_chapters(notebooks: dict[str, dict]) -> dict[str, str]:
+    """``{chapter name: docname}`` for every notebook (by docname) that calls
+    start_chapter.
+
+    Raises ``ValueError`` when a notebook's chapter name is not its file's stem (its
+    record would be filed under another chapter's name).
+    """
+    required = {}
+    for docname, nb in sorted(notebooks.items()):
+        name = chapter_name_in_notebook(nb)
+        if name is None:
+            continue
+        stem = docname.rsplit("/", 1)[-1]
+        if name != stem:
+            raise ValueError(
+                f"{docname}: start_chapter({name!r}) must name the notebook's stem {stem!r}"
+            )
+        required[name] = docname
+    return required
+
+
+_RESULT = re.compile(
+    r"\{prf:(theorem|lemma|proposition|corollary|conjecture|property|observation|criterion)\}"
+    r"[^\n]*\n(?:[ \t]*:[a-z]+:[^\n]*\n)*?[ \t]*:label:[ \t]*(\S+)"
+)
+_CHECK = re.compile(r"\bcheck\(\s*[\"']([^\"']+)[\"']")
+
+
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _code_cell_results(
+    notebook: dict,
+) -> tuple[list[str | None], list[str], int | None]:
+    """Per code cell: the last result label stated before it, its source, and the index
+    of the code cell that calls start_chapter."""
+    current: str | None = None
+    labels: list[str | None] = []
+    sources: list[str] = []
+    start: int | None = None
+    for cell in notebook.get("cells", []):
+        text = _source(cell)
+        if cell.get("cell_type") == "markdown":
+            found = [m.group(2) for m in _RESULT.finditer(text)]
+            if found:
+                current = found[-1]
+        elif cell.get("cell_type") == "code":
+            if start is None and _START.search(text):
+                start = len(labels)
+            labels.append(current)
+            sources.append(text)
+    return labels, sources, start
+
+
+def result_labels(notebook: dict) -> dict[str, str]:
+    """``{check name: label}``: each check of a notebook belongs to the last result
+    (theorem, lemma, proposition, corollary, conjecture ...) stated in the markdown
+    cells before it.
+
+    Only checks whose name is a string literal are found here; :func:`attach_results`
+    also places checks by the cell they ran in.
+    """
+    labels, sources, _ = _code_cell_results(notebook)
+    out: dict[str, str] = {}
+    for label, text in zip(labels, sources):
+        if label:
+            for name in _CHECK.findall(text):
+                out.setdefault(name, label)
+    return out
+
+
+def attach_results(records: dict[str, dict], notebooks: dict[str, dict]) -> None:
+    """Fill in each recorded check's ``result`` label (in place) where it was not given.
+
+    ``notebooks`` maps chapter names to notebook JSON. An explicit ``check(...,
+    result=)`` is kept; otherwise the check gets the last result stated before the code
+    cell it ran in (the record gives that cell as a count from ``start_chapter``'s
+    cell), or, without the cell, before the cell that names it.
+    """
+    for chapter, record in records.items():
+        nb = notebooks.get(chapter, {})
+        labels, _, start = _code_cell_results(nb)
+        by_name = result_labels(nb)
+        for chk in record["checks"]:
+            if chk.get("result"):
+                continue
+            cell = chk.get("cell")
+            if (
+                cell is not None
+                and start is not None
+                and 0 <= start + cell < len(labels)
+            ):
+                chk["result"] = labels[start + cell]
+            elif chk["name"] in by_name:
+                chk["result"] = by_name[chk["name"]]

@@ -1,0 +1,453 @@
+"""Numbers into prose, the book's checks, and the record of a run.
+
+:func:`glue` stores a value for ``{glue:text}`` roles when MyST-NB is present (the book
+build) and does nothing otherwise (Colab, plain Jupyter). :func:`check` asserts a
+measured statistic against the threshold the text justifies, glues the value, and
+records the outcome.
+
+Records
+    When the environment variable ``ATTNBOOK_RECORD_DIR`` names a folder, every chapter
+    writes
+    ``<folder>/<chapter>.json`` with every value it glued, every check (statistic,
+    threshold,
+    relation, claim, outcome), the seeds it used, its run time, the number of cells run
+    and
+    the software and hardware it ran on. The file is rewritten after every glue, check
+    and
+    executed cell, so it always describes the run so far. Without the variable nothing
+    is
+    written. The book build (``attnbook.sphinxext``) and ``scripts/test.sh`` set it; the
+    claims
+    dashboard and the page *Reproducing this book* are rendered from these records, and
+    the
+    records of two executions are compared number by number (:func:`compare_records`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from attnbook.data.reviews import DATA_DIR_ENV
+from attnbook.runtime import cpu_name
+
+__all__ = [
+    "RECORD_DIR_ENV",
+    "RUN_ID_ENV",
+    "start_record",
+    "glue",
+    "check",
+    "Check",
+    "CHECKS",
+    "GLUED",
+    "VOLATILE",
+    "compare_with_paper",
+    "note_seed",
+    "record_path",
+    "load_records",
+    "compare_records",
+    "environment",
+]
+
+RECORD_DIR_ENV = "ATTNBOOK_RECORD_DIR"
+RUN_ID_ENV = "ATTNBOOK_RUN_ID"
+SCHEMA = 1
+
+_CHAPTER: dict[str, Any] = {"name": None}
+_RUN: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verified statement: the statistic, its threshold and the outcome."""
+
+    chapter: str | None
+    name: str
+    value: float
+    threshold: float
+    relation: str
+    passed: bool
+    claim: str | None = None
+    result: str | None = None
+    cell: int | None = (
+        None  # code cells completed since start_chapter's cell, when in IPython
+    )
+    asserted: bool = True  # False: a statement of the paper measured, not asserted
+
+
+CHECKS: list[Check] = []
+GLUED: dict[str, Any] = {}
+VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
+
+_RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
+
+
+# ---------------------------------------------------------------------- chapter and run
+def start_record(name: str) -> None:
+    """Declare which chapter the following glued numbers and checks belong to.
+
+    Every chapter calls this once, through :func:`attnbook.book.chapter.start_chapter`,
+    with its notebook's stem (for example ``"01_setup"``). It starts a fresh record of
+    the run (see the module docstring) and, inside IPython, times the chapter cell by
+    cell.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(
+            "chapter name must be a non-empty string, e.g. start_chapter('01_setup', seed=0)"
+        )
+    if any(c in name for c in "/\\") or name.startswith("."):
+        raise ValueError(
+            f"chapter name must be a notebook stem without folders, got {name!r}"
+        )
+    _CHAPTER["name"] = name
+    CHECKS.clear()
+    GLUED.clear()
+    VOLATILE.clear()
+    _RUN.clear()
+    _RUN.update(
+        started=time.perf_counter(),
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        seeds=[],
+        cells=0,
+        cell_errors=0,
+    )
+    _watch_cells()
+    _write_record()
+
+
+def note_seed(seed: int) -> None:
+    """Remember a seed of this run (called by
+    :func:`attnbook.book.chapter.start_chapter`)."""
+    if _RUN:
+        _RUN["seeds"].append(int(seed))
+        _write_record()
+
+
+def _watch_cells() -> None:
+    """Inside IPython, count executed cells and update the record after each one."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with every Jupyter kernel
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    _RUN["watching"] = True
+    if getattr(shell, "_attnbook_watching", False):
+        return
+
+    def _after_cell(result) -> None:
+        if not _RUN:
+            return
+        _RUN["cells"] += 1
+        if getattr(result, "error_in_exec", None) is not None:
+            _RUN["cell_errors"] += 1
+        _write_record()
+
+    shell.events.register("post_run_cell", _after_cell)
+    shell._attnbook_watching = True
+
+
+# ----------------------------------------------------------------------- glue and check
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON data (numpy / torch scalars and arrays become numbers /
+    lists)."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, (bool, int, str)) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return re.sub(
+        r" at 0x[0-9a-fA-F]+", "", repr(value)
+    )  # no memory addresses in records
+
+
+def glue(name: str, value: object, *, volatile: bool = False) -> None:
+    """Make ``value`` available to ``{glue:text}`name``` in this notebook and record it.
+
+    Outside the book build (Colab, plain Jupyter) MyST-NB is usually absent and only the
+    record is kept. ``volatile=True`` marks a value that legitimately differs between
+    two executions (a measured time); :func:`compare_records` then checks that it is
+    present but not its value.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("glue name must be a non-empty string")
+    if volatile:
+        VOLATILE.add(name)
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()  # numpy / torch scalars render as plain numbers
+    GLUED[name] = _plain(value)
+    _write_record()
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:  # Colab and plain Jupyter: nothing to glue into
+        return
+    _glue(name, value, display=False)
+
+
+def _record_check(
+    name: str,
+    value: float,
+    threshold: float,
+    relation: str,
+    claim: str | None,
+    result: str | None,
+    volatile: bool,
+    asserted: bool,
+) -> bool:
+    """Validate, record and glue one comparison of a statistic with its threshold."""
+    if relation not in _RELATIONS:
+        raise ValueError(
+            f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}"
+        )
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"check {name!r}: measured value is not finite ({value})")
+    threshold = float(threshold)
+    if not math.isfinite(threshold):
+        raise ValueError(f"check {name!r}: threshold is not finite ({threshold})")
+    passed = bool(_RELATIONS[relation](value, threshold))
+    cell = _RUN.get("cells") if _RUN.get("watching") else None
+    CHECKS.append(
+        Check(
+            _CHAPTER["name"],
+            name,
+            value,
+            threshold,
+            relation,
+            passed,
+            claim,
+            result,
+            cell,
+            asserted,
+        )
+    )
+    glue(name, value, volatile=volatile)
+    return passed
+
+
+def check(
+    name: str,
+    value: float,
+    threshold: float,
+    relation: str = ">=",
+    *,
+    claim: str | None = None,
+    result: str | None = None,
+    volatile: bool = False,
+) -> float:
+    """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
+    check.
+
+    ``claim`` names the claim of the paper the check verifies (``"C1"`` ... ``"C7d"``,
+    or ``"setup"``, ``"limits"``); ``result`` optionally names the label of the book's
+    result (``"thm-one-step"``) that the check verifies, for the claims dashboard.
+    ``volatile=True`` marks a statistic that changes from run to run (a timing): the
+    comparison of two runs then checks that it is present, not its value.
+
+    Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
+    and ``ValueError`` for an unknown relation or a non-finite value.
+    """
+    passed = _record_check(
+        name, value, threshold, relation, claim, result, volatile, True
+    )
+    assert passed, (
+        f"check {name!r} failed: measured {value:.6g}, required {relation} {threshold:.6g}"
+    )
+    return float(value)
+
+
+def compare_with_paper(
+    name: str,
+    value: float,
+    threshold: float,
+    relation: str = ">=",
+    *,
+    claim: str,
+    result: str | None = None,
+) -> bool:
+    """Set a measured statistic against the threshold a statement of the paper implies,
+    without asserting it; glue ``value`` as ``name``, record the outcome and return it.
+
+    For the statements the book measures and finds not to hold in its runs: the chapter
+    says so in its text, and the claims dashboard shows the claim as NOT REPRODUCED,
+    computed from the recorded outcome, instead of the build failing. Everything the
+    book itself states is asserted with :func:`check`. Raises ``ValueError`` like
+    :func:`check`.
+    """
+    if not claim:
+        raise ValueError("compare_with_paper needs the claim of the paper it measures")
+    return _record_check(name, value, threshold, relation, claim, result, False, False)
+
+
+# ---------------------------------------------------------------------- writing records
+def environment() -> dict[str, Any]:
+    """Software and hardware of this process: versions, CPU, threads, accelerator."""
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in (
+        "attnbook",
+        "torch",
+        "numpy",
+        "scipy",
+        "pandas",
+        "cvxpy",
+        "datasets",
+        "matplotlib",
+        "seaborn",
+    ):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "data_source": (
+            "local mirror (ATTNBOOK_DATA_DIR)"
+            if os.environ.get(DATA_DIR_ENV)
+            else "Hugging Face hub"
+        ),
+        "versions": versions,
+    }
+    try:
+        import torch
+
+        env["torch_threads"] = torch.get_num_threads()
+        env["accelerator"] = (
+            torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        )
+    except ImportError:  # pragma: no cover
+        pass
+    return env
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def record_path(chapter: str, folder: str | os.PathLike | None = None) -> Path | None:
+    """Where the record of ``chapter`` goes (``None`` when no record folder is set)."""
+    folder = folder if folder is not None else os.environ.get(RECORD_DIR_ENV)
+    if not folder:
+        return None
+    return Path(folder).expanduser() / f"{chapter}.json"
+
+
+def _write_record() -> None:
+    name = _CHAPTER["name"]
+    path = record_path(name) if name else None
+    if path is None or not _RUN:
+        return
+    if "environment" not in _RUN:
+        _RUN["environment"] = environment()
+    record = {
+        "schema": SCHEMA,
+        "chapter": name,
+        "run_id": os.environ.get(RUN_ID_ENV),
+        "started_at": _RUN["started_at"],
+        "elapsed_s": round(time.perf_counter() - _RUN["started"], 3),
+        "cells": _RUN["cells"],
+        "cell_errors": _RUN["cell_errors"],
+        "seeds": list(_RUN["seeds"]),
+        "glued": dict(GLUED),
+        "volatile": sorted(VOLATILE),
+        "checks": [asdict(c) for c in CHECKS],
+        "environment": _RUN["environment"],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
+    os.replace(tmp, path)  # readers never see a half-written file
+
+
+# ---------------------------------------------------------------------- reading records
+def load_records(folder: str | os.PathLike) -> dict[str, dict]:
+    """All chapter records in ``folder``, by chapter name.
+
+    Raises ``FileNotFoundError`` when the folder does not exist and ``ValueError`` for a
+    file that is not a record.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"no record folder {folder}: run the chapters with {RECORD_DIR_ENV}={folder} set "
+            f"(scripts/test.sh and scripts/build-book.sh do)"
+        )
+    records = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path} is not valid JSON ({err}); delete it and rerun"
+            ) from err
+        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+            raise ValueError(f"{path} is not an attnbook record (schema {SCHEMA})")
+        records[record["chapter"]] = record
+    return records
+
+
+def compare_records(a: dict[str, dict], b: dict[str, dict]) -> list[str]:
+    """Differences between two sets of records' glued numbers and checks (empty:
+    identical).
+
+    Only chapters present in both are compared value by value; a chapter present in one
+    only is reported too. Values glued or checked with ``volatile=True`` (timings) must
+    be present in both but may differ.
+    """
+    problems = []
+    for chapter in sorted(set(a) | set(b)):
+        if chapter not in a or chapter not in b:
+            problems.append(f"{chapter}: recorded in only one of the two runs")
+            continue
+        ga, gb = a[chapter]["glued"], b[chapter]["glued"]
+        vol = set(a[chapter].get("volatile", ())) | set(b[chapter].get("volatile", ()))
+        for key in sorted(set(ga) | set(gb)):
+            if key not in ga or key not in gb:
+                problems.append(f"{chapter}: {key!r} glued in only one run")
+            elif ga[key] != gb[key] and key not in vol:
+                problems.append(
+                    f"{chapter}: {key!r} differs: {ga[key]!r} vs {gb[key]!r}"
+                )
+
+        def fixed(c: dict) -> tuple:
+            return (
+                c["name"],
+                None if c["name"] in vol else c["value"],
+                c["passed"],
+                c.get("asserted", True),
+            )
+
+        ca = [fixed(c) for c in a[chapter]["checks"]]
+        cb = [fixed(c) for c in b[chapter]["checks"]]
+        if ca != cb:
+            problems.append(f"{chapter}: the checks differ: {ca} vs {cb}")
+    return problems

@@ -1,0 +1,243 @@
+"""Synthetic sequences with positive, negative and neutral tokens.
+
+The vocabulary is split into three blocks, in this order of ids:
+
+- ``n_positive`` *positive* tokens, which can appear in positive sequences;
+- ``n_negative`` *negative* tokens, which can appear in negative sequences;
+- ``n_neutral`` *neutral* tokens, drawn the same way in both classes.
+
+A sequence first draws its label, ``+1`` with probability ``positive_fraction``, then
+its length, uniformly in ``[min_len, max_len]``. Each position then holds,
+independently,
+
+- with probability ``relevant_rate`` a token of its own class (uniform in that block),
+- with probability ``opposite_rate`` a token of the other class (uniform in that block),
+- otherwise a neutral token (uniform).
+
+``relevant_rate`` plays the role of the paper's frequency parameter for relevant tokens.
+With ``opposite_rate = 0`` positive tokens are *completely positive* (they occur only in
+positive sequences) and negative tokens completely negative; neutral tokens have average
+signed frequency zero in expectation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnbook.engine.counts import TokenCounts
+
+__all__ = [
+    "SyntheticSpec",
+    "SyntheticData",
+    "sample_sequences",
+    "POSITIVE",
+    "NEGATIVE",
+    "NEUTRAL",
+    "MulticlassSpec",
+    "MulticlassData",
+    "sample_multiclass_sequences",
+]
+
+POSITIVE, NEGATIVE, NEUTRAL = 1, -1, 0
+
+
+def _check_positions(spec: "SyntheticSpec | MulticlassSpec") -> None:
+    """The checks both specs share: lengths, the two rates, and neutral tokens to fill
+    the rest."""
+    if not 1 <= spec.min_len <= spec.max_len:
+        raise ValueError("lengths must satisfy 1 <= min_len <= max_len")
+    rates = (spec.relevant_rate, spec.opposite_rate)
+    if min(rates) < 0 or sum(rates) > 1:
+        raise ValueError(
+            "rates must be non-negative with relevant_rate + opposite_rate <= 1"
+        )
+    if sum(rates) < 1 and spec.n_neutral == 0:
+        raise ValueError("neutral positions need n_neutral > 0")
+
+
+def _draw_positions(
+    spec: "SyntheticSpec | MulticlassSpec", n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """After the labels: every sequence's length, and for each of its ``max_len`` slots
+    whether it holds a token of its own class (``own``) or of another class
+    (``other``)."""
+    lengths = rng.integers(spec.min_len, spec.max_len + 1, size=n)
+    u = rng.random((n, spec.max_len))
+    own = u < spec.relevant_rate
+    other = (~own) & (u < spec.relevant_rate + spec.opposite_rate)
+    return lengths, own, other
+
+
+def _check_n(n: int) -> None:
+    if n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+
+
+def _cut(tokens: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    """Row ``i`` of ``tokens`` cut to its length, as one sequence each."""
+    return [tokens[i, : lengths[i]].copy() for i in range(len(lengths))]
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """Parameters of the synthetic distribution (see the module docstring)."""
+
+    n_positive: int = 10
+    n_negative: int = 10
+    n_neutral: int = 80
+    min_len: int = 20
+    max_len: int = 20
+    relevant_rate: float = 0.2
+    opposite_rate: float = 0.0
+    positive_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("n_positive", "n_negative", "n_neutral"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be non-negative")
+        if self.n_positive + self.n_negative + self.n_neutral == 0:
+            raise ValueError("the vocabulary is empty")
+        _check_positions(self)
+        if (self.relevant_rate > 0 or self.opposite_rate > 0) and min(
+            self.n_positive, self.n_negative
+        ) == 0:
+            raise ValueError(
+                "relevant positions need n_positive > 0 and n_negative > 0"
+            )
+        if not 0 < self.positive_fraction < 1:
+            raise ValueError("positive_fraction must lie strictly between 0 and 1")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_positive + self.n_negative + self.n_neutral
+
+    @property
+    def token_class(self) -> np.ndarray:
+        """``(V,)`` +1 for positive, -1 for negative and 0 for neutral tokens."""
+        return np.concatenate(
+            [
+                np.full(self.n_positive, POSITIVE),
+                np.full(self.n_negative, NEGATIVE),
+                np.full(self.n_neutral, NEUTRAL),
+            ]
+        ).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SampledSequences:
+    """Sampled sequences, their labels and the spec (with its ``vocab_size``) they came
+    from."""
+
+    sequences: list[np.ndarray]
+    labels: np.ndarray
+    spec: "SyntheticSpec | MulticlassSpec"
+
+    @property
+    def counts(self) -> TokenCounts:
+        """The sequences as token counts over the spec's vocabulary."""
+        return TokenCounts.from_sequences(self.sequences, self.spec.vocab_size)
+
+
+@dataclass(frozen=True)
+class SyntheticData(SampledSequences):
+    """Sampled sequences, their +-1 labels and the spec they came from."""
+
+    spec: SyntheticSpec
+
+
+def sample_sequences(
+    spec: SyntheticSpec, n: int, rng: np.random.Generator
+) -> SyntheticData:
+    """Draw ``n`` labelled sequences from ``spec`` with the generator ``rng``
+    (vectorised)."""
+    _check_n(n)
+    labels = np.where(rng.random(n) < spec.positive_fraction, 1, -1).astype(np.int64)
+    lengths, own, other = _draw_positions(spec, n, rng)
+    shape = own.shape
+    pos_tok = rng.integers(0, max(spec.n_positive, 1), size=shape)
+    neg_tok = spec.n_positive + rng.integers(0, max(spec.n_negative, 1), size=shape)
+    neu_tok = (
+        spec.n_positive
+        + spec.n_negative
+        + rng.integers(0, max(spec.n_neutral, 1), size=shape)
+    )
+    positive_row = (labels == 1)[:, None]
+    own_tok = np.where(positive_row, pos_tok, neg_tok)
+    other_tok = np.where(positive_row, neg_tok, pos_tok)
+    tokens = np.where(own, own_tok, np.where(other, other_tok, neu_tok))
+    return SyntheticData(_cut(tokens, lengths), labels, spec)
+
+
+# --------------------------------------------------------------------------- K classes
+@dataclass(frozen=True)
+class MulticlassSpec:
+    """K-class analogue of :class:`SyntheticSpec`.
+
+    The vocabulary holds ``n_classes`` blocks of ``n_per_class`` class tokens (block
+    ``k`` first for class ``k``), then ``n_neutral`` neutral tokens. A sequence draws
+    its class uniformly, its length uniformly in ``[min_len, max_len]``, and each
+    position holds independently: with probability ``relevant_rate`` a token of its own
+    class block, with probability ``opposite_rate`` a token of one of the other blocks
+    (block and token uniform), otherwise a neutral token (uniform).
+    """
+
+    n_classes: int = 4
+    n_per_class: int = 10
+    n_neutral: int = 60
+    min_len: int = 20
+    max_len: int = 20
+    relevant_rate: float = 0.2
+    opposite_rate: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.n_classes < 2:
+            raise ValueError("n_classes must be at least 2")
+        if self.n_per_class < 1 or self.n_neutral < 0:
+            raise ValueError("n_per_class must be positive and n_neutral non-negative")
+        _check_positions(self)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_classes * self.n_per_class + self.n_neutral
+
+    @property
+    def token_class(self) -> np.ndarray:
+        """``(V,)`` the class of every class token, ``-1`` for neutral tokens."""
+        return np.concatenate(
+            [
+                np.repeat(np.arange(self.n_classes), self.n_per_class),
+                np.full(self.n_neutral, -1),
+            ]
+        ).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class MulticlassData(SampledSequences):
+    """Sampled sequences, their class ids in ``{0, ..., K-1}`` and the spec they came
+    from."""
+
+    spec: MulticlassSpec
+
+
+def sample_multiclass_sequences(
+    spec: MulticlassSpec, n: int, rng: np.random.Generator
+) -> MulticlassData:
+    """Draw ``n`` labelled sequences from ``spec`` with the generator ``rng``
+    (vectorised)."""
+    _check_n(n)
+    K, m = spec.n_classes, spec.n_per_class
+    labels = rng.integers(0, K, size=n).astype(np.int64)
+    lengths, own, other = _draw_positions(spec, n, rng)
+    shape = own.shape
+    shift = rng.integers(1, K, size=shape)  # another class, uniform among the K - 1
+    other_class = (labels[:, None] + shift) % K
+    in_block = rng.integers(0, m, size=shape)
+    neutral = K * m + rng.integers(0, max(spec.n_neutral, 1), size=shape)
+    tokens = np.where(
+        own,
+        labels[:, None] * m + in_block,
+        np.where(other, other_class * m + in_block, neutral),
+    )
+    return MulticlassData(_cut(tokens, lengths), labels, spec)

@@ -1,0 +1,12 @@
+"""The count engine: sequences as token counts and the passes over memory that use them.
+
+- :mod:`~attnbook.engine.counts`   -- :class:`TokenCounts`, the bag-of-tokens (CSR)
+  representation;
+- :mod:`~attnbook.engine.kernels`  -- the engine's passes (compiled C,
+  ``count_kernels.c``, with torch twins);
+- :mod:`~attnbook.engine.segments` -- per-sequence sums and maxima of stored entries;
+- :mod:`~attnbook.engine.memory`   -- memory for the embeddings' gradient (huge pages,
+  reuse).
+
+Layer: the lowest. It imports only NumPy and torch.
+"""

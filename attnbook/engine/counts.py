@@ -1,0 +1,350 @@
+"""Bag-of-tokens representation: each sequence as the distinct tokens it holds and their
+counts.
+
+The model has no positional information, so a sequence ``X`` enters it only through the
+counts ``n_s(X)`` of its tokens. :class:`TokenCounts` stores a whole corpus in
+compressed sparse row (CSR) form: row ``i`` lists the distinct token ids of sequence
+``i`` (sorted) and how often each occurs. Every engine and statistic in attnbook works
+on this one structure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["TokenCounts", "as_token_counts", "validate_sequences", "padded_token_ids"]
+
+SequenceLike = "np.ndarray | torch.Tensor | Sequence[int]"
+
+
+def _as_int_array(seq: object, index: int) -> np.ndarray:
+    """One sequence as a 1-D int64 NumPy array, with a clear error for anything else."""
+    if isinstance(seq, torch.Tensor):
+        if (
+            seq.dtype.is_floating_point
+            or seq.dtype.is_complex
+            or seq.dtype == torch.bool
+        ):
+            raise ValueError(
+                f"sequence {index} has dtype {seq.dtype}; token ids must be integers"
+            )
+        arr = seq.detach().cpu().numpy()
+    else:
+        arr = np.asarray(seq)
+        if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
+            if arr.size == 0 and arr.ndim == 1:
+                arr = arr.astype(np.int64)
+            else:
+                raise ValueError(
+                    f"sequence {index} has dtype {arr.dtype}; token ids must be integers"
+                )
+    if arr.ndim != 1:
+        raise ValueError(f"sequence {index} must be 1-D, got shape {tuple(arr.shape)}")
+    return arr.astype(np.int64, copy=False)
+
+
+def validate_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
+    """Check a list of token-id sequences and return them as int64 arrays.
+
+    Raises ``ValueError`` for a non-list, an empty list, a non-integer or non-1-D
+    sequence, an empty sequence, or a token id outside ``[0, vocab_size)``.
+    """
+    if isinstance(sequences, (np.ndarray, torch.Tensor)) or not isinstance(
+        sequences, Sequence
+    ):
+        raise ValueError(
+            "sequences must be a list of 1-D integer arrays or tensors "
+            f"(one per sequence), got {type(sequences).__name__}"
+        )
+    if len(sequences) == 0:
+        raise ValueError("sequences is empty: at least one sequence is needed")
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    arrays = [_as_int_array(seq, i) for i, seq in enumerate(sequences)]
+    for i, arr in enumerate(arrays):
+        if arr.size == 0:
+            raise ValueError(
+                f"sequence {i} is empty: every sequence needs at least one token"
+            )
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= vocab_size:
+            bad = lo if lo < 0 else hi
+            raise ValueError(
+                f"sequence {i} holds token id {bad}, outside the vocabulary [0, {vocab_size})"
+            )
+    return arrays
+
+
+def padded_token_ids(
+    sequences: object, vocab_size: int, device: torch.device | str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validated sequences as a zero-padded ``(n, T)`` id matrix and its ``(n, T)``
+    boolean mask (``T`` the longest length): the layout of the dense reference
+    implementations."""
+    arrays = validate_sequences(sequences, vocab_size)
+    lengths = torch.tensor([a.size for a in arrays], device=device)
+    T = int(lengths.max())
+    ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=device)
+    for i, a in enumerate(arrays):
+        ids[i, : a.size] = torch.from_numpy(a).to(device)
+    mask = torch.arange(T, device=device)[None, :] < lengths[:, None]
+    return ids, mask
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """A corpus of ``n`` sequences over a vocabulary of ``vocab_size`` tokens, in CSR
+    form.
+
+    Attributes
+    ----------
+    indptr:
+        ``(n + 1,)`` int64; row ``i`` occupies entries ``indptr[i]:indptr[i + 1]``.
+    token_ids:
+        ``(nnz,)`` int64; the distinct tokens of each row, sorted within the row.
+    counts:
+        ``(nnz,)`` int64; how often each of those tokens occurs (all >= 1).
+    vocab_size:
+        the number of tokens ``V``.
+
+    The object is immutable, and derived tensors (row ids, lengths, float counts, the
+    sparse CSR matrices of the count engine) are computed once and cached on it: do not
+    modify its tensors in place.
+    """
+
+    indptr: torch.Tensor
+    token_ids: torch.Tensor
+    counts: torch.Tensor
+    vocab_size: int
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("indptr", "token_ids", "counts"):
+            t = getattr(self, name)
+            if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.ndim != 1:
+                raise ValueError(f"TokenCounts.{name} must be a 1-D int64 tensor")
+        if self.indptr.numel() < 2:
+            raise ValueError("TokenCounts needs at least one sequence")
+        if self.token_ids.shape != self.counts.shape:
+            raise ValueError("token_ids and counts must have the same length")
+        if int(self.indptr[0]) != 0 or int(self.indptr[-1]) != self.token_ids.numel():
+            raise ValueError("indptr must start at 0 and end at nnz")
+        if bool((self.indptr[1:] <= self.indptr[:-1]).any()):
+            raise ValueError(
+                "every sequence must hold at least one token (empty row in indptr)"
+            )
+        if self.token_ids.numel() and (
+            int(self.token_ids.min()) < 0
+            or int(self.token_ids.max()) >= self.vocab_size
+        ):
+            raise ValueError(f"token ids must lie in [0, {self.vocab_size})")
+        if self.counts.numel() and int(self.counts.min()) < 1:
+            raise ValueError("counts must be positive")
+
+    # ----------------------------------------------------------------- constructors
+    @classmethod
+    def from_sequences(cls, sequences: object, vocab_size: int) -> "TokenCounts":
+        """Count the tokens of each sequence (validated by
+        :func:`validate_sequences`)."""
+        arrays = validate_sequences(sequences, vocab_size)
+        lengths = np.fromiter(
+            (a.size for a in arrays), dtype=np.int64, count=len(arrays)
+        )
+        flat = np.concatenate(arrays)
+        rows = np.repeat(np.arange(len(arrays), dtype=np.int64), lengths)
+        return cls.from_pairs(rows, flat, len(arrays), vocab_size)
+
+    @classmethod
+    def from_pairs(
+        cls, rows: np.ndarray, tokens: np.ndarray, n_sequences: int, vocab_size: int
+    ) -> "TokenCounts":
+        """Build from one (row, token) pair per token occurrence, in any order
+        (vectorised)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        keys, counts = np.unique(rows * vocab_size + tokens, return_counts=True)
+        key_rows = keys // vocab_size
+        indptr = np.zeros(n_sequences + 1, dtype=np.int64)
+        np.cumsum(np.bincount(key_rows, minlength=n_sequences), out=indptr[1:])
+        return cls(
+            torch.from_numpy(indptr),
+            torch.from_numpy(keys % vocab_size),
+            torch.from_numpy(counts.astype(np.int64)),
+            int(vocab_size),
+        )
+
+    # ----------------------------------------------------------------- views
+    @property
+    def n_sequences(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def nnz(self) -> int:
+        return self.token_ids.numel()
+
+    def _cached(self, key: object, make) -> torch.Tensor:
+        """Derived index tensors are computed once per object (the object is
+        immutable)."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    @property
+    def row_ids(self) -> torch.Tensor:
+        """``(nnz,)`` the sequence index of every stored entry (computed once, then
+        cached)."""
+        return self._cached(
+            "row_ids",
+            lambda: torch.repeat_interleave(
+                torch.arange(self.n_sequences, device=self.indptr.device),
+                self.indptr.diff(),
+            ),
+        )
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """``(n,)`` int64 sequence lengths ``T_i`` (token occurrences, repeats
+        included)."""
+
+        def make() -> torch.Tensor:
+            out = torch.zeros(
+                self.n_sequences, dtype=torch.int64, device=self.counts.device
+            )
+            return out.index_add_(0, self.row_ids, self.counts)
+
+        return self._cached("lengths", make)
+
+    def float_lengths(self, dtype: torch.dtype) -> torch.Tensor:
+        """``(n,)`` the sequence lengths as floats of ``dtype`` (cached per dtype)."""
+        return self._cached(("lengths", dtype), lambda: self.lengths.to(dtype))
+
+    def float_counts(self, dtype: torch.dtype) -> torch.Tensor:
+        """``(nnz,)`` the counts as floats of ``dtype`` (cached per dtype)."""
+        return self._cached(("counts", dtype), lambda: self.counts.to(dtype))
+
+    def sparse_matrices(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``(n, V)`` count matrix and its ``(V, n)`` transpose as sparse CSR
+        tensors.
+
+        Values have ``dtype``; both are built once per dtype and cached. The count
+        engine multiplies them with ``(V, k)`` and ``(n, k)`` dense blocks (one pass
+        over the counts).
+        """
+
+        def make() -> tuple[torch.Tensor, torch.Tensor]:
+            import warnings
+
+            values = self.float_counts(dtype)
+            n, V = self.n_sequences, self.vocab_size
+            order = torch.argsort(
+                self.token_ids, stable=True
+            )  # rows stay sorted per token
+            col_ptr = torch.zeros(V + 1, dtype=torch.int64, device=self.device)
+            torch.cumsum(
+                torch.bincount(self.token_ids, minlength=V), 0, out=col_ptr[1:]
+            )
+            # 32-bit indices when they fit: the sparse kernels (MKL, cuSPARSE) then use
+            # them as they are instead of converting 64-bit ones on every product.
+            small = max(self.nnz, n, V) < 2**31 - 1
+            idx = (lambda t: t.to(torch.int32)) if small else (lambda t: t)
+            with warnings.catch_warnings():  # "sparse CSR support is in beta state"
+                warnings.simplefilter("ignore", UserWarning)
+                A = torch.sparse_csr_tensor(
+                    idx(self.indptr),
+                    idx(self.token_ids),
+                    values,
+                    size=(n, V),
+                    check_invariants=False,
+                )
+                At = torch.sparse_csr_tensor(
+                    idx(col_ptr),
+                    idx(self.row_ids[order]),
+                    values[order],
+                    size=(V, n),
+                    check_invariants=False,
+                )
+            return A, At
+
+        return self._cached(("csr", dtype), make)
+
+    @property
+    def device(self) -> torch.device:
+        return self.token_ids.device
+
+    def to(self, device: torch.device | str) -> "TokenCounts":
+        """The same counts on another device (``self`` when already there, keeping its
+        caches)."""
+        target = torch.device(device)
+        if target.type == "cuda" and target.index is None:
+            target = torch.device("cuda", torch.cuda.current_device())
+        if target == self.device:
+            return self
+        return TokenCounts(
+            self.indptr.to(device),
+            self.token_ids.to(device),
+            self.counts.to(device),
+            self.vocab_size,
+        )
+
+    def select(self, index: np.ndarray | Sequence[int]) -> "TokenCounts":
+        """The sub-corpus made of the rows in ``index`` (in that order)."""
+        index = np.asarray(index, dtype=np.int64)
+        if index.ndim != 1 or index.size == 0:
+            raise ValueError("index must be a non-empty 1-D array of row numbers")
+        if index.min() < 0 or index.max() >= self.n_sequences:
+            raise ValueError(f"row numbers must lie in [0, {self.n_sequences})")
+        indptr = self.indptr.cpu().numpy()
+        starts, stops = indptr[index], indptr[index + 1]
+        sizes = stops - starts
+        gather = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(
+            sizes.sum()
+        )
+        gather_t = torch.from_numpy(gather).to(self.device)
+        new_indptr = np.zeros(index.size + 1, dtype=np.int64)
+        np.cumsum(sizes, out=new_indptr[1:])
+        return TokenCounts(
+            torch.from_numpy(new_indptr).to(self.device),
+            self.token_ids[gather_t],
+            self.counts[gather_t],
+            self.vocab_size,
+        )
+
+    def to_sequences(self) -> list[np.ndarray]:
+        """One sequence per row with each token repeated by its count (tokens in sorted
+        order).
+
+        The model is permutation invariant, so this is a valid representative of each
+        bag.
+        """
+        indptr = self.indptr.cpu().numpy()
+        toks = self.token_ids.cpu().numpy()
+        cnts = self.counts.cpu().numpy()
+        return [
+            np.repeat(toks[a:b], cnts[a:b]) for a, b in zip(indptr[:-1], indptr[1:])
+        ]
+
+    def to_dense(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """``(n, V)`` dense count matrix (small corpora only: tests and worked
+        examples)."""
+        out = torch.zeros(
+            self.n_sequences, self.vocab_size, dtype=dtype, device=self.device
+        )
+        out[self.row_ids, self.token_ids] = self.counts.to(dtype)
+        return out
+
+
+def as_token_counts(sequences: object, vocab_size: int) -> TokenCounts:
+    """Pass a :class:`TokenCounts` through (after checking its vocabulary size) or count
+    a list."""
+    if isinstance(sequences, TokenCounts):
+        if sequences.vocab_size != vocab_size:
+            raise ValueError(
+                f"counts were built for a vocabulary of {sequences.vocab_size} tokens, "
+                f"but E has {vocab_size} rows"
+            )
+        return sequences
+    return TokenCounts.from_sequences(sequences, vocab_size)

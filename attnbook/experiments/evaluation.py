@@ -1,0 +1,87 @@
+"""Evaluation of the one-layer model on a corpus: loss, accuracy, per-document outcomes
+and paired comparisons of two models on the same documents."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import torch
+from scipy.stats import norm
+
+from attnbook.engine.counts import TokenCounts
+from attnbook.models.attention import count_attention_output
+from attnbook.models.losses import accuracy, logistic_loss
+
+__all__ = ["evaluate_binary", "document_outcomes", "paired_mean_difference"]
+
+
+def evaluate_binary(
+    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
+) -> dict[str, float]:
+    """Logistic loss, accuracy and balanced accuracy of the one-layer model on
+    ``counts``.
+
+    Balanced accuracy is the mean of the accuracies on the positive and on the negative
+    sequences, the number to read on an imbalanced corpus (0.5 for a constant
+    classifier).
+    """
+    with torch.no_grad():
+        f = count_attention_output(params["E"], params["p"], params["v"], counts)
+        y = labels.to(f.dtype)
+        correct = (f * y) > 0
+        pos = y > 0
+        balanced = 0.5 * (
+            float(correct[pos].double().mean()) + float(correct[~pos].double().mean())
+        )
+        return {
+            "loss": float(logistic_loss(f, y)),
+            "accuracy": accuracy(f, y),
+            "balanced_accuracy": balanced,
+        }
+
+
+def document_outcomes(
+    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
+) -> dict[str, np.ndarray]:
+    """Per-document logistic loss ``log(1 + exp(-y f))`` and correctness (``y f > 0``,
+    as 0/1) of the one-layer model, as float64 NumPy arrays (their means are
+    :func:`evaluate_binary`'s
+    loss and accuracy)."""
+    with torch.no_grad():
+        f = count_attention_output(params["E"], params["p"], params["v"], counts)
+        margin = labels.to(device=f.device, dtype=f.dtype) * f
+        loss = torch.nn.functional.softplus(-margin)
+    return {
+        "loss": loss.detach().to("cpu", torch.float64).numpy(),
+        "correct": (margin > 0).to("cpu", torch.float64).numpy(),
+    }
+
+
+def paired_mean_difference(
+    a: object, b: object, level: float = 0.95
+) -> dict[str, float]:
+    """Mean of ``a - b`` over paired observations (the same test documents under two
+    models) with a normal-approximation interval ``mean +- z * sd(a - b) / sqrt(n)``;
+    the pairing removes the document-to-document variation the two models share. Returns
+    ``estimate``, ``low``, ``high``, ``se`` and ``n``."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
+        raise ValueError(
+            f"a and b must be 1-D of one length >= 2, got {x.shape} and {y.shape}"
+        )
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("a and b must be finite")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    d = x - y
+    se = float(d.std(ddof=1) / np.sqrt(d.size))
+    z = float(norm.ppf(0.5 + level / 2))
+    mean = float(d.mean())
+    return {
+        "estimate": mean,
+        "low": mean - z * se,
+        "high": mean + z * se,
+        "se": se,
+        "n": int(d.size),
+    }

@@ -1,0 +1,174 @@
+"""Helpers of the extensions chapter: class maps, per-class importance, trend
+statistics.
+
+- :func:`yelp_star_classes`, :func:`imdb_rating_bands` -- four classes from star
+  ratings;
+- :func:`class_importance` -- one-vs-rest token importance for every class;
+- :func:`subsample_corpus` -- a random subset of a review data set with its own
+  vocabulary;
+- :func:`trend_statistics` -- rank correlation with a bootstrap interval and a
+  bin-monotonicity score for a per-token quantity against importance
+  (``shape="monotone"``) or against the absolute importance (``shape="u"``, the U-shape
+  of ``E_s . p``).
+
+The binned figures use :func:`attnbook.importance.plot_binned`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnbook.data.corpus import STAR_COLUMNS, build_review_corpus
+from attnbook.data.reviews import load_reviews
+from attnbook.engine.counts import TokenCounts
+from attnbook.experiments.importance import (
+    bin_statistics,
+    bootstrap_rank_correlation,
+    token_importance,
+)
+
+__all__ = [
+    "YELP_CLASS_NAMES",
+    "IMDB_BAND_NAMES",
+    "yelp_star_classes",
+    "imdb_rating_bands",
+    "class_importance",
+    "subsample_corpus",
+    "bin_monotonicity",
+    "trend_statistics",
+]
+
+YELP_CLASS_NAMES = ("1 star", "2 stars", "4 stars", "5 stars")
+IMDB_BAND_NAMES = ("rating 1-2", "rating 3-4", "rating 7-8", "rating 9-10")
+
+
+def yelp_star_classes(stars: object) -> np.ndarray:
+    """Yelp stars 1, 2, 4, 5 as classes 0, 1, 2, 3 (3-star reviews must be removed
+    before)."""
+    s = np.asarray(stars)
+    if s.ndim != 1 or s.dtype.kind not in "iu":
+        raise ValueError("stars must be a 1-D integer array")
+    if not np.isin(s, (1, 2, 4, 5)).all():
+        bad = s[~np.isin(s, (1, 2, 4, 5))][0]
+        raise ValueError(
+            f"stars must be 1, 2, 4 or 5 (3-star reviews are dropped); found {bad}"
+        )
+    return np.searchsorted(np.array([1, 2, 4, 5]), s).astype(np.int64)
+
+
+def imdb_rating_bands(ratings: object) -> np.ndarray:
+    """IMDB ratings in four bands: 1-2 -> 0, 3-4 -> 1, 7-8 -> 2, 9-10 -> 3 (5 and 6 do
+    not occur)."""
+    r = np.asarray(ratings)
+    if r.ndim != 1 or r.dtype.kind not in "iu":
+        raise ValueError("ratings must be a 1-D integer array")
+    valid = np.isin(r, (1, 2, 3, 4, 7, 8, 9, 10))
+    if not valid.all():
+        raise ValueError(f"IMDB ratings must be in 1-4 or 7-10; found {r[~valid][0]}")
+    return np.select([r <= 2, r <= 4, r <= 8], [0, 1, 2], 3).astype(np.int64)
+
+
+def class_importance(
+    counts: TokenCounts, classes: object, n_classes: int
+) -> np.ndarray:
+    """``(V, K)`` one-vs-rest importance: column ``k`` is
+    :func:`attnbook.importance.token_importance`
+    (class-balanced) with class ``k`` as the positive class and all other classes as
+    negative."""
+    y = np.asarray(classes)
+    if y.ndim != 1 or y.size != counts.n_sequences:
+        raise ValueError("classes must be a 1-D array with one class id per sequence")
+    if y.min() < 0 or y.max() >= n_classes:
+        raise ValueError(f"class ids must lie in [0, {n_classes})")
+    return np.stack(
+        [token_importance(counts, np.where(y == k, 1, -1)) for k in range(n_classes)], 1
+    )
+
+
+def subsample_corpus(
+    name: str, n_train: int, n_test: int, min_df: int, rng: np.random.Generator
+):
+    """A random subset (``n_train`` training, ``n_test`` test reviews) of ``imdb`` or
+    ``yelp``, encoded over a vocabulary built on the training subset (document frequency
+    >= ``min_df``), as a :class:`attnbook.reviews.ReviewCorpus`."""
+    splits = {s: load_reviews(name, s) for s in ("train", "test")}
+    picks = {}
+    for split, size in (("train", n_train), ("test", n_test)):
+        n = len(splits[split])
+        if not 0 < size <= n:
+            raise ValueError(f"{split} subset size must be in [1, {n}], got {size}")
+        picks[split] = np.sort(rng.choice(n, size=size, replace=False))
+    star_col = STAR_COLUMNS[name]
+
+    def column(split: str, col: str) -> list:
+        values = splits[split][col]
+        return [values[int(i)] for i in picks[split]]
+
+    return build_review_corpus(
+        column("train", "text"),
+        np.asarray(column("train", "label")),
+        column("test", "text"),
+        np.asarray(column("test", "label")),
+        min_df=min_df,
+        name=f"{name}-subset",
+        train_stars=np.asarray(column("train", star_col)),
+        test_stars=np.asarray(column("test", star_col)),
+    )
+
+
+def bin_monotonicity(
+    x: object,
+    values: object,
+    *,
+    n_bins: int = 20,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    min_count: int = 20,
+) -> float:
+    """Fraction of consecutive pairs of bins (each with at least ``min_count`` tokens)
+    whose mean of ``values`` increases: 1 for an increasing profile, 0.5 for no
+    trend."""
+    stats = bin_statistics(x, values, n_bins, lo, hi)
+    means = stats.loc[stats["count"] >= min_count, "mean"].to_numpy()
+    if means.size < 2:
+        raise ValueError(f"fewer than two bins hold {min_count} tokens or more")
+    return float((np.diff(means) > 0).mean())
+
+
+def trend_statistics(
+    importance: object,
+    values: object,
+    rng: np.random.Generator,
+    *,
+    shape: str = "monotone",
+    n_boot: int = 200,
+    min_count: int = 20,
+) -> dict[str, float]:
+    """Spearman correlation (with a 95 % token bootstrap interval) and bin monotonicity.
+
+    ``shape="monotone"``: of ``values`` against ``importance`` (20 bins on ``[-1, 1]``);
+    ``shape="u"``: against ``|importance|`` (10 bins on ``[0, 1]``), the statistic of a
+    U-shape. Tokens with NaN importance are left out. Returns ``rho, low, high,
+    monotone, n_tokens``.
+    """
+    x = np.asarray(importance, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if x.shape != v.shape or x.ndim != 1:
+        raise ValueError("importance and values must be 1-D arrays of one length")
+    keep = np.isfinite(x) & np.isfinite(v)
+    x, v = x[keep], v[keep]
+    if shape == "monotone":
+        bins = dict(n_bins=20, lo=-1.0, hi=1.0)
+    elif shape == "u":
+        x = np.abs(x)
+        bins = dict(n_bins=10, lo=0.0, hi=1.0)
+    else:
+        raise ValueError(f"shape must be 'monotone' or 'u', got {shape!r}")
+    rc = bootstrap_rank_correlation(x, v, n_boot, rng)
+    return {
+        "rho": rc.estimate,
+        "low": rc.low,
+        "high": rc.high,
+        "monotone": bin_monotonicity(x, v, min_count=min_count, **bins),
+        "n_tokens": int(x.size),
+    }

@@ -1,0 +1,294 @@
+"""Token importance on labelled data, binned summaries and rank correlations with
+intervals.
+
+Token importance (:func:`token_importance`)
+    For a token ``s`` let ``N_+(s)`` and ``N_-(s)`` be the numbers of positive and
+    negative
+    *training documents that contain* ``s`` (a document counts once however often ``s``
+    occurs
+    in it). The importance is the difference of the label posteriors given that ``s``
+    occurs,
+
+        I(s) = P(1 | s) - P(0 | s)  in [-1, 1].
+
+    With ``balanced=False`` the posteriors are the empirical ones,
+    ``P(1 | s) = N_+(s) / (N_+(s) + N_-(s))``, so ``I(s) = (N_+ - N_-) / (N_+ + N_-)``.
+    On an
+    imbalanced corpus these posteriors inherit the class prior: a token that is equally
+    common
+    in both classes gets ``I(s) = 2 pi - 1`` rather than 0 (``pi`` the positive
+    fraction). With
+    ``balanced=True`` (the default) each class is reweighted by the inverse of its size,
+    i.e. the
+    posteriors are computed as if both classes were equally frequent:
+
+        I(s) = (r_+ - r_-) / (r_+ + r_-),   r_+ = N_+(s) / n_+,  r_- = N_-(s) / n_-,
+
+    where ``n_+``, ``n_-`` are the class sizes. A token with the same document frequency
+    in
+    both classes then has importance 0 and the sign of ``I`` says which class the token
+    favours.
+    On a balanced corpus (``n_+ = n_-``) the two definitions coincide exactly.
+
+Binned statistics (:func:`bin_statistics`, :func:`within_bin_spread`)
+    ``[lo, hi]`` is cut into ``n_bins`` equal bins (the last one closed on the right);
+    for each
+    bin the number of tokens, the mean and the standard deviation of a per-token
+    quantity.
+
+Rank correlations (:func:`spearman`, :func:`bootstrap_rank_correlation`)
+    Spearman's rank correlation, with a percentile bootstrap interval obtained by
+    resampling
+    *tokens* with replacement.
+
+The figures of binned scores are :func:`attnbook.book.plotting.plot_binned` and
+:func:`attnbook.book.plotting.plot_binned_scores`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import rankdata
+
+from attnbook.data.labels import as_signed_labels
+from attnbook.engine.counts import TokenCounts
+
+__all__ = [
+    "finite_array",
+    "document_class_counts",
+    "token_importance",
+    "bin_statistics",
+    "within_bin_spread",
+    "spearman",
+    "RankCorrelation",
+    "bootstrap_rank_correlation",
+]
+
+
+def _signed_numpy(labels: object, n: int) -> np.ndarray:
+    """Labels in {-1, +1} (checked by :func:`attnbook.data.labels.as_signed_labels`) as
+    an int64 array; both classes must occur."""
+    out = as_signed_labels(labels, n).cpu().numpy().astype(np.int64)
+    if np.unique(out).size < 2:
+        raise ValueError("labels hold a single class: importance is undefined")
+    return out
+
+
+def document_class_counts(
+    counts: TokenCounts, labels: object
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(N_+(s), N_-(s))``: how many positive / negative documents contain each token.
+
+    ``labels`` are +-1 (NumPy or torch), one per row of ``counts``.
+    """
+    if not isinstance(counts, TokenCounts):
+        raise ValueError(f"counts must be a TokenCounts, got {type(counts).__name__}")
+    y = _signed_numpy(labels, counts.n_sequences)
+    rows = counts.row_ids.cpu().numpy()
+    toks = counts.token_ids.cpu().numpy()
+    positive = y[rows] == 1
+    V = counts.vocab_size
+    n_pos = np.bincount(toks[positive], minlength=V).astype(np.int64)
+    n_neg = np.bincount(toks[~positive], minlength=V).astype(np.int64)
+    return n_pos, n_neg
+
+
+def token_importance(
+    counts: TokenCounts, labels: object, *, balanced: bool = True
+) -> np.ndarray:
+    """``I(s) = P(1|s) - P(0|s)`` for every token (see the module docstring), a ``(V,)``
+    array.
+
+    ``balanced=True`` reweights the classes to equal prior mass; ``False`` uses the
+    empirical posteriors. Tokens that occur in no document get ``NaN``.
+    """
+    n_pos, n_neg = document_class_counts(counts, labels)
+    y = _signed_numpy(labels, counts.n_sequences)
+    if balanced:
+        r_pos = n_pos / float((y == 1).sum())
+        r_neg = n_neg / float((y == -1).sum())
+    else:
+        r_pos, r_neg = n_pos.astype(np.float64), n_neg.astype(np.float64)
+    total = r_pos + r_neg
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (r_pos - r_neg) / total
+    out[total == 0] = np.nan
+    return out
+
+
+def finite_array(x: object, what: str) -> np.ndarray:
+    """``x`` (NumPy or torch) as a non-empty, finite, 1-D float64 array; ``what`` names
+    it in the errors."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().double().numpy()
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{what} must be a non-empty 1-D array, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} holds non-finite values (drop NaN tokens first)")
+    return arr
+
+
+def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be positive, got {n_bins}")
+    if not hi > lo:
+        raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
+    if x.min() < lo or x.max() > hi:
+        raise ValueError(f"x must lie in [{lo}, {hi}], found [{x.min()}, {x.max()}]")
+    idx = np.floor((x - lo) / (hi - lo) * n_bins).astype(np.int64)
+    return np.minimum(idx, n_bins - 1)  # x == hi goes into the last bin
+
+
+def bin_statistics(
+    x: object, values: object, n_bins: int = 20, lo: float = -1.0, hi: float = 1.0
+) -> pd.DataFrame:
+    """Per-bin summary of ``values`` against ``x`` cut into ``n_bins`` equal bins of
+    ``[lo, hi]``.
+
+    Returns a DataFrame with one row per bin (empty bins included) and the columns
+    ``left``, ``right``, ``center``, ``count``, ``mean``, ``std`` (population standard
+    deviation, the within-bin spread; 0 for a single token) and ``sem`` (``std /
+    sqrt(count)``). ``mean``, ``std`` and ``sem`` are NaN for empty bins.
+    """
+    xs = finite_array(x, "x")
+    vs = finite_array(values, "values")
+    if xs.shape != vs.shape:
+        raise ValueError(f"x and values differ in shape: {xs.shape} vs {vs.shape}")
+    idx = _bin_index(xs, n_bins, lo, hi)
+    count = np.bincount(idx, minlength=n_bins)
+    total = np.bincount(idx, weights=vs, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        sq = np.bincount(idx, weights=(vs - mean[idx]) ** 2, minlength=n_bins)
+        std = np.sqrt(sq / count)
+        sem = std / np.sqrt(count)
+    edges = np.linspace(lo, hi, n_bins + 1)
+    return pd.DataFrame(
+        {
+            "left": edges[:-1],
+            "right": edges[1:],
+            "center": 0.5 * (edges[:-1] + edges[1:]),
+            "count": count.astype(np.int64),
+            "mean": mean,
+            "std": std,
+            "sem": sem,
+        }
+    )
+
+
+def within_bin_spread(
+    x: object,
+    values: object,
+    n_bins: int = 20,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    *,
+    relative: bool = True,
+) -> float:
+    """Pooled within-bin standard deviation of ``values`` (bins of ``x`` as in
+    :func:`bin_statistics`).
+
+    The pooled spread is ``sqrt(sum_bins sum_{s in bin} (value_s - mean_bin)^2 /
+    n_tokens)``, i.e. the count-weighted root-mean-square of the per-bin spreads. With
+    ``relative=True`` it is divided by the overall standard deviation of ``values``; the
+    result is scale-free, lies in ``[0, 1]`` and equals ``sqrt(1 - eta^2)`` with
+    ``eta^2`` the share of the variance explained by the bin means (0: every token sits
+    on its bin mean; 1: the bins explain nothing).
+    """
+    xs = finite_array(x, "x")
+    vs = finite_array(values, "values")
+    stats = bin_statistics(xs, vs, n_bins, lo, hi)
+    counts = stats["count"].to_numpy()
+    stds = np.nan_to_num(stats["std"].to_numpy())
+    pooled = float(np.sqrt((counts * stds**2).sum() / counts.sum()))
+    if not relative:
+        return pooled
+    overall = float(vs.std())
+    if overall == 0:
+        raise ValueError("values are constant: the relative spread is undefined")
+    return pooled / overall
+
+
+def spearman(x: object, y: object) -> float:
+    """Spearman's rank correlation of two equal-length samples (average ranks for
+    ties)."""
+    xs = finite_array(x, "x")
+    ys = finite_array(y, "y")
+    if xs.shape != ys.shape or xs.size < 3:
+        raise ValueError("x and y must have the same length, at least 3")
+    return float(np.corrcoef(rankdata(xs), rankdata(ys))[0, 1])
+
+
+@dataclass(frozen=True)
+class RankCorrelation:
+    """Spearman's correlation of a sample with its percentile bootstrap interval."""
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+    n_boot: int
+    n: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}] "
+            f"({100 * self.level:.0f}% bootstrap, n={self.n})"
+        )
+
+
+def bootstrap_rank_correlation(
+    x: object,
+    y: object,
+    n_boot: int,
+    rng: np.random.Generator,
+    *,
+    level: float = 0.95,
+    chunk: int = 100,
+) -> RankCorrelation:
+    """Spearman's correlation of ``(x, y)`` with a percentile bootstrap interval over
+    pairs.
+
+    Each of the ``n_boot`` replicates draws ``n`` pairs (tokens) with replacement from
+    ``rng`` and recomputes Spearman's correlation on them (re-ranking the replicate,
+    ties averaged). The interval holds the ``(1 - level)/2`` and ``(1 + level)/2``
+    quantiles of the replicates. Deterministic for a given ``rng`` state.
+    """
+    xs = finite_array(x, "x")
+    ys = finite_array(y, "y")
+    if xs.shape != ys.shape or xs.size < 3:
+        raise ValueError("x and y must have the same length, at least 3")
+    if n_boot < 10:
+        raise ValueError(f"n_boot must be at least 10, got {n_boot}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            "rng must be a numpy.random.Generator (see attnbook.utils.seed_everything)"
+        )
+    n = xs.size
+    reps = np.empty(n_boot)
+    for start in range(0, n_boot, chunk):
+        m = min(chunk, n_boot - start)
+        idx = rng.integers(0, n, size=(m, n))
+        rx = rankdata(xs[idx], axis=1)
+        ry = rankdata(ys[idx], axis=1)
+        rx -= rx.mean(axis=1, keepdims=True)
+        ry -= ry.mean(axis=1, keepdims=True)
+        denom = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps[start : start + m] = (rx * ry).sum(axis=1) / denom
+    reps = reps[
+        np.isfinite(reps)
+    ]  # a replicate with a constant coordinate has no correlation
+    if reps.size == 0:
+        raise ValueError("every bootstrap replicate was degenerate (constant x or y)")
+    lo_q, hi_q = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
+    return RankCorrelation(
+        spearman(xs, ys), float(lo_q), float(hi_q), float(level), int(n_boot), int(n)
+    )

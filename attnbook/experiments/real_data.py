@@ -1,0 +1,437 @@
+"""The real-data experiment of chapter 4: four models trained from one initialization.
+
+:func:`run_review_experiment` draws one initialization and trains, under one protocol,
+full training of ``E``, ``p`` and ``v``; ``p`` and ``v`` on the random ``E``; and ``p``
+and ``v`` on ``E`` after one gradient step. :func:`top_tokens` and :func:`pick_examples`
+prepare the tables and examples the chapter shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnbook.data.corpus import ReviewCorpus
+from attnbook.experiments.evaluation import evaluate_binary
+from attnbook.models.parameters import init_parameters
+from attnbook.models.training import History, binary_loss_closure, fit, plateau_stop
+from attnbook.theory.one_step import one_gradient_step
+
+__all__ = [
+    "train_on_reviews",
+    "token_scores",
+    "history_frame",
+    "ReviewExperimentConfig",
+    "ReviewExperiment",
+    "run_review_experiment",
+    "top_tokens",
+    "pick_examples",
+    "MODEL_NAMES",
+    "metrics_at",
+    "summary_rows",
+    "summary_glue_values",
+]
+
+
+def train_on_reviews(
+    params: Mapping[str, torch.Tensor],
+    corpus: ReviewCorpus,
+    *,
+    steps: int,
+    lr: float,
+    trainable: tuple[str, ...] = ("E", "p", "v"),
+    optimizer: str = "adam",
+    eval_every: int = 10,
+    rel_tol: float | None = 0.01,
+    window: int = 5,
+) -> History:
+    """Full-batch training of the binary model on the training split of ``corpus``.
+
+    A thin wrapper of :func:`attnbook.train.fit` with
+    :func:`attnbook.train.binary_loss_closure`:
+    at step 0, every ``eval_every`` steps and at the end it records ``train_loss``,
+    ``train_accuracy``, ``test_loss``, ``test_accuracy`` and ``test_balanced_accuracy``
+    (:func:`evaluate_binary`). It stops after ``steps`` steps or earlier by
+    :func:`plateau_stop` with ``rel_tol`` and ``window`` (``rel_tol=None``: never
+    early). ``params`` (``E``, ``p``, ``v`` on one device) are updated in place; the
+    test split is only evaluated, never used to choose anything.
+
+    When the corpus has a validation split (:func:`split_validation`) it also records
+    ``val_loss``, ``val_accuracy`` and ``val_balanced_accuracy``, and the history keeps
+    the step and a copy of the parameters with the lowest validation loss
+    (``best_step``, ``best_params`` of :class:`~attnbook.train.History`).
+    """
+    E = params["E"]
+    y_train = corpus.labels("train", dtype=E.dtype, device=E.device)
+    y_test = corpus.labels("test", dtype=E.dtype, device=E.device)
+    train, test = corpus.train.to(E.device), corpus.test.to(E.device)
+    has_val = corpus.validation is not None
+    if has_val:
+        val = corpus.validation.to(E.device)
+        y_val = corpus.labels("validation", dtype=E.dtype, device=E.device)
+
+    def evaluate() -> dict[str, float]:
+        tr = evaluate_binary(params, train, y_train)
+        out = {"train_loss": tr["loss"], "train_accuracy": tr["accuracy"]}
+        if has_val:
+            va = evaluate_binary(params, val, y_val)
+            out.update(
+                val_loss=va["loss"],
+                val_accuracy=va["accuracy"],
+                val_balanced_accuracy=va["balanced_accuracy"],
+            )
+        te = evaluate_binary(params, test, y_test)
+        out.update(
+            test_loss=te["loss"],
+            test_accuracy=te["accuracy"],
+            test_balanced_accuracy=te["balanced_accuracy"],
+        )
+        return out
+
+    return fit(
+        params,
+        binary_loss_closure(params, train, y_train),
+        steps=steps,
+        lr=lr,
+        optimizer=optimizer,
+        trainable=trainable,
+        evaluate=evaluate,
+        eval_every=eval_every,
+        stop=None if rel_tol is None else plateau_stop(rel_tol, window),
+        keep_best="val_loss" if has_val else None,
+    )
+
+
+def token_scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    """``(E_s . v, E_s . p)`` for every token, as float64 NumPy arrays."""
+    with torch.no_grad():
+        E = params["E"]
+        scores = E @ torch.stack((params["v"], params["p"]), dim=1)
+        out = scores.detach().to("cpu", torch.float64).numpy()
+    return out[:, 0].copy(), out[:, 1].copy()
+
+
+def history_frame(history: History) -> pd.DataFrame:
+    """The evaluation records of a :class:`~attnbook.train.History` as a long DataFrame
+    with columns ``step``, ``split`` (train / val / test), ``metric`` (loss / accuracy /
+    ...) and ``value``."""
+    rows = []
+    for key, values in history.metrics.items():
+        split, _, metric = key.partition("_")
+        for step, value in zip(history.eval_steps, values):
+            rows.append(
+                {"step": step, "split": split, "metric": metric, "value": value}
+            )
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------- the experiment
+@dataclass(frozen=True)
+class ReviewExperimentConfig:
+    """Settings of :func:`run_review_experiment` (see the real-data chapter for the
+    choices).
+
+    ``init_scale`` is the scale of the initial embeddings (rows of norm about
+    ``init_scale``); ``p`` and ``v`` start with norm about one. ``eta`` is the size of
+    the single gradient step; ``lr_full`` / ``steps_full`` drive the joint training of
+    ``E, p, v`` and ``lr_head`` / ``steps_head`` the training of ``p, v`` alone (the two
+    ablations). Every trained model stops by :func:`plateau_stop` (``rel_tol``,
+    ``window``) or at its step cap, except the models named in ``run_to_cap`` (among
+    ``"full"``, ``"random_E"``, ``"one_step_head"``), which ignore the plateau rule and
+    always run to the cap; a model whose loss crawls along a long, slightly sloped
+    plateau is then not ended on it (its reported step is still the validation minimum).
+    ``steps_one_step_head`` is the step cap of the one-step-then-frozen model (``None``:
+    ``steps_head``, the cap of the random-``E`` model).
+    """
+
+    dim: int = 2048
+    init_scale: float = 0.01
+    eta: float = 1000.0
+    lr_full: float = 1e-3
+    steps_full: int = 200
+    lr_head: float = 1e-2
+    steps_head: int = 600
+    eval_every: int = 10
+    rel_tol: float = 0.01
+    window: int = 5
+    optimizer: str = "adam"
+    dtype: torch.dtype = torch.float32
+    run_to_cap: tuple[str, ...] = ()
+    steps_one_step_head: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.steps_one_step_head is not None and self.steps_one_step_head < 0:
+            raise ValueError(
+                f"steps_one_step_head must be non-negative, got {self.steps_one_step_head}"
+            )
+        unknown = set(self.run_to_cap) - {"full", "random_E", "one_step_head"}
+        if unknown:
+            raise ValueError(
+                f"run_to_cap names unknown models {sorted(unknown)}; "
+                "choose among 'full', 'random_E', 'one_step_head'"
+            )
+
+
+@dataclass
+class ReviewExperiment:
+    """The four models of the real-data chapter, trained on one corpus from one
+    initialization.
+
+    ``params[k]`` are detached parameter dictionaries for ``k`` in ``"init"`` (``E^0,
+    p^0, v^0``), ``"full"`` (``E, p, v`` trained jointly), ``"random_E"`` (``E^0 /
+    init_scale``, rows of norm about one, kept fixed; ``p, v`` trained), ``"one_step"``
+    (``E^1``, one gradient step of size ``eta`` on ``E`` from the initialization; ``p^0,
+    v^0``) and ``"one_step_head"`` (``E^1`` kept fixed; ``p, v`` trained). ``histories``
+    and ``seconds`` hold the training record and wall time of the three trained models.
+    ``params`` are the parameters at the *end* of training; when the corpus has a
+    validation split, ``best_params[k]`` and ``best_steps[k]`` are those of the
+    evaluation step with the lowest validation loss of each trained model.
+    """
+
+    config: ReviewExperimentConfig
+    params: dict[str, dict[str, torch.Tensor]]
+    histories: dict[str, History]
+    seconds: dict[str, float]
+    best_params: dict[str, dict[str, torch.Tensor]] = dataclasses.field(
+        default_factory=dict
+    )
+    best_steps: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def _detached(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: t.detach().clone() for k, t in params.items()}
+
+
+def run_review_experiment(
+    corpus: ReviewCorpus,
+    config: ReviewExperimentConfig,
+    *,
+    generator: torch.Generator,
+    device: torch.device | str | None = None,
+) -> ReviewExperiment:
+    """Initialize once and train the four models of :class:`ReviewExperiment`.
+
+    The initialization is :func:`attnbook.train.init_parameters` with unit scale for
+    ``p`` and ``v``; ``E^0`` is the same draw multiplied by ``config.init_scale``. The
+    single step is
+    :func:`attnbook.one_step.one_gradient_step` (exact full-batch gradient of the
+    logistic loss on ``corpus.train``); all training goes through
+    :func:`train_on_reviews`.
+    """
+    init = init_parameters(
+        corpus.vocab_size,
+        config.dim,
+        scale=1.0,
+        generator=generator,
+        dtype=config.dtype,
+        device=device,
+    )
+    init = _detached(init)
+    unit_E = init["E"]
+    init["E"] = unit_E * config.init_scale
+    y_train = corpus.labels("train", dtype=config.dtype, device=unit_E.device)
+    E1 = one_gradient_step(init, corpus.train.to(unit_E.device), y_train, config.eta)
+
+    starts = {
+        "full": (init, ("E", "p", "v"), config.lr_full, config.steps_full),
+        "random_E": (
+            {**init, "E": unit_E},
+            ("p", "v"),
+            config.lr_head,
+            config.steps_head,
+        ),
+        "one_step_head": (
+            {**init, "E": E1},
+            ("p", "v"),
+            config.lr_head,
+            config.steps_head
+            if config.steps_one_step_head is None
+            else config.steps_one_step_head,
+        ),
+    }
+    params = {"init": _detached(init), "one_step": _detached({**init, "E": E1})}
+    histories: dict[str, History] = {}
+    seconds: dict[str, float] = {}
+    for key, (start, trainable, lr, steps) in starts.items():
+        p = _detached(start)
+        t0 = time.perf_counter()
+        histories[key] = train_on_reviews(
+            p,
+            corpus,
+            steps=steps,
+            lr=lr,
+            trainable=trainable,
+            optimizer=config.optimizer,
+            eval_every=config.eval_every,
+            rel_tol=None if key in config.run_to_cap else config.rel_tol,
+            window=config.window,
+        )
+        seconds[key] = time.perf_counter() - t0
+        params[key] = _detached(p)
+    best = {k: h for k, h in histories.items() if h.best_params is not None}
+    return ReviewExperiment(
+        config,
+        params,
+        histories,
+        seconds,
+        best_params={k: h.best_params for k, h in best.items()},
+        best_steps={k: h.best_step for k, h in best.items()},
+    )
+
+
+# ------------------------------------------------------------------ tables and examples
+def top_tokens(
+    corpus: ReviewCorpus,
+    values: np.ndarray,
+    k: int = 10,
+    *,
+    largest: bool = True,
+    extra: Mapping[str, np.ndarray] | None = None,
+    min_documents: int = 1,
+) -> pd.DataFrame:
+    """The ``k`` tokens with the largest (or smallest) ``values`` among those in at
+    least ``min_documents`` training documents, with their training document frequency
+    and any ``extra`` per-token columns (for example the importance)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (corpus.vocab_size,):
+        raise ValueError(
+            f"values must have shape ({corpus.vocab_size},), got {values.shape}"
+        )
+    if not 1 <= k <= corpus.vocab_size:
+        raise ValueError(f"k must be in [1, {corpus.vocab_size}], got {k}")
+    eligible = corpus.vocabulary.document_frequency >= min_documents
+    if eligible.sum() < k:
+        raise ValueError(
+            f"fewer than {k} tokens occur in {min_documents} or more documents"
+        )
+    order = np.argsort(-values if largest else values, kind="stable")
+    order = order[eligible[order]][:k]
+    table = {
+        "token": [corpus.vocabulary.tokens[i] for i in order],
+        "value": values[order],
+        "documents": corpus.vocabulary.document_frequency[order],
+    }
+    for name, col in (extra or {}).items():
+        table[name] = np.asarray(col)[order]
+    return pd.DataFrame(table)
+
+
+def pick_examples(
+    outputs: np.ndarray, labels: np.ndarray, lengths: np.ndarray, max_length: int = 80
+) -> dict[str, int]:
+    """Rows of three instructive short documents (at most ``max_length`` tokens): the
+    most confidently correct positive, the most confidently correct negative, and the
+    most confidently misclassified one. ``outputs`` are the model outputs ``f``,
+    ``labels``
+    +-1."""
+    f = np.asarray(outputs, dtype=np.float64)
+    y = np.asarray(labels)
+    short = np.asarray(lengths) <= max_length
+    margin = y * f
+    picks = {}
+    for name, mask, score in (
+        ("positive", short & (y == 1) & (margin > 0), margin),
+        ("negative", short & (y == -1) & (margin > 0), margin),
+        ("misclassified", short & (margin < 0), -margin),
+    ):
+        if not mask.any():
+            raise ValueError(
+                f"no short document qualifies as {name!r}; raise max_length"
+            )
+        rows = np.flatnonzero(mask)
+        picks[name] = int(rows[np.argmax(score[rows])])
+    return picks
+
+
+#: The four models of :class:`ReviewExperiment`, by key, as the chapter names them.
+MODEL_NAMES = {
+    "full": "trained E, p, v",
+    "random_E": "random fixed E",
+    "one_step": "one step on E",
+    "one_step_head": "one step, then frozen E",
+}
+_FINAL_METRICS = (
+    "train_loss",
+    "train_accuracy",
+    "test_loss",
+    "test_accuracy",
+    "test_balanced_accuracy",
+)
+
+
+def metrics_at(history: History, step: int) -> dict[str, float]:
+    """The metrics ``history`` recorded at evaluation step ``step``."""
+    if step not in history.eval_steps:
+        raise ValueError(f"step {step} is not an evaluation step of this history")
+    j = history.eval_steps.index(step)
+    return {m: v[j] for m, v in history.metrics.items()}
+
+
+def summary_rows(
+    experiment: ReviewExperiment, corpus: ReviewCorpus, data_name: str
+) -> list[dict[str, object]]:
+    """One row per model of ``experiment``: its metrics at the best validation step, the
+    last step, and the final metrics of the trained models; the one-step model (not
+    trained) is evaluated on every split after its single step."""
+    rows: list[dict[str, object]] = []
+    for key in ("full", "random_E", "one_step_head"):
+        h = experiment.histories[key]
+        best_step, last_step = experiment.best_steps[key], h.eval_steps[-1]
+        final = metrics_at(h, last_step)
+        rows.append(
+            {
+                "data": data_name,
+                "model": MODEL_NAMES[key],
+                "best step": best_step,
+                "last step": last_step,
+                **metrics_at(h, best_step),
+                **{f"final_{m}": final[m] for m in _FINAL_METRICS},
+            }
+        )
+    one = experiment.params["one_step"]
+    row: dict[str, object] = {
+        "data": data_name,
+        "model": MODEL_NAMES["one_step"],
+        "best step": 1,
+        "last step": 1,
+    }
+    splits = {
+        "train": corpus.train,
+        "validation": corpus.validation,
+        "test": corpus.test,
+    }
+    for split, prefix in (("train", "train"), ("validation", "val"), ("test", "test")):
+        ev = evaluate_binary(
+            one,
+            splits[split].to(one["E"].device),
+            corpus.labels(split, dtype=one["E"].dtype, device=one["E"].device),
+        )
+        row.update(
+            {
+                f"{prefix}_loss": ev["loss"],
+                f"{prefix}_accuracy": ev["accuracy"],
+                f"{prefix}_balanced_accuracy": ev["balanced_accuracy"],
+            }
+        )
+    rows.append(row)
+    return rows
+
+
+def summary_glue_values(table: pd.DataFrame) -> dict[str, int | float]:
+    """Every non-missing entry of a table of :func:`summary_rows` (indexed by data and
+    model) as ``{"<data>_<model key>_<column>": value}``: steps as integers, the rest as
+    floats."""
+    keys = {name: key for key, name in MODEL_NAMES.items()}
+    out: dict[str, int | float] = {}
+    for (data, model), row in table.iterrows():
+        for col, value in row.items():
+            if pd.notna(value):
+                value = int(value) if col.endswith("step") else float(value)
+                out[f"{data.lower()}_{keys[model]}_{col.replace(' ', '_')}"] = value
+    return out

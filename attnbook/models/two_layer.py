@@ -1,0 +1,234 @@
+"""A two-layer attention model: token self-attention, then the ``<cls>`` query.
+
+Layer 1 (self-attention over the tokens, key-query matrix ``W1``, identity value map,
+residual)
+    For a position holding token ``s`` in the sequence ``X``,
+
+        h_s(X) = E_s + sum_t pi1_{t|s}(X) E_t,
+        pi1_{t|s}(X) = n_t(X) exp(E_t . W1 E_s) / sum_u n_u(X) exp(E_u . W1 E_s).
+
+    The query is the position's embedding, the keys and values are the embeddings of the
+    tokens of ``X`` (the ``<cls>`` token does not take part in this layer), and the
+    residual
+    connection adds the position's own embedding.
+
+Layer 2 (the ``<cls>`` query, key-query matrix ``W2``, linear head ``v``)
+
+    f(X) = sum_s pi2_s(X) (h_s(X) . v),   pi2_s(X) = n_s(X) exp(h_s . W2 p) / sum_t
+    n_t(X) exp(h_t . W2 p).
+
+Every position holding the same token gets the same ``h_s``, so ``f`` is still a
+function of the bag of tokens. :func:`two_layer_output` uses this: for every sequence it
+attends over its
+*distinct* tokens weighted by their counts, and, because layer 2 needs only the two
+scalars ``h_s . q`` (``q = W2 p``) and ``h_s . v``, it never forms ``h_s`` itself: with
+``u_t = E_t . q``, ``h_s . q = u_s + sum_t pi1_{t|s} u_t``. The only ``d``-dimensional
+work per pair of distinct tokens is the layer-1 score. Sequences are sorted by their
+number of distinct tokens and cut into padded blocks (:class:`PairBlocks`, built once
+per corpus) so that the work is batched matrix products. :func:`dense_two_layer_output`
+is the textbook per-position computation, kept as the reference for the tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnbook.engine.counts import (
+    TokenCounts,
+    as_token_counts,
+    padded_token_ids,
+)
+from attnbook.models.parameters import (
+    check_parameter_dict,
+    init_parameters,
+    one_layer_layout,
+)
+
+__all__ = [
+    "PairBlocks",
+    "pair_blocks",
+    "init_two_layer",
+    "two_layer_layout",
+    "two_layer_output",
+    "dense_two_layer_output",
+    "check_two_layer_parameters",
+    "effective_query",
+]
+
+
+def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
+    """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``W1``, ``W2`` (d, d)
+    and ``p``, ``v`` (d,), all float32 or float64 of one dtype on one device."""
+    check_parameter_dict(
+        params,
+        lambda d: {"W1": (d, d), "W2": (d, d), "p": (d,), "v": (d,)},
+        "two-layer",
+    )
+
+
+def two_layer_layout(
+    vocab_size: int, dim: int, scale: float
+) -> dict[str, tuple[tuple[int, ...], float]]:
+    """``E`` as in :func:`attnbook.train.one_layer_layout`, then ``W1``, ``W2`` (d, d)
+    with std ``1/sqrt(d)`` (so ``W x`` has about the norm of ``x``), then ``p``, ``v``
+    (d,)."""
+    one = one_layer_layout(vocab_size, dim, scale)
+    w = ((dim, dim), 1 / math.sqrt(dim))
+    return {"E": one["E"], "W1": w, "W2": w, "p": one["p"], "v": one["v"]}
+
+
+def init_two_layer(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
+    """:func:`attnbook.train.init_parameters` with :func:`two_layer_layout` (same
+    ``options``)."""
+    return init_parameters(vocab_size, dim, layout=two_layer_layout, **options)
+
+
+def effective_query(params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``q = W2 p``: the vector that plays the role of ``p`` in layer 2 (score ``h_s .
+    q``)."""
+    return params["W2"] @ params["p"]
+
+
+@dataclass(frozen=True)
+class PairBlocks:
+    """A corpus cut into padded blocks of sequences with similar numbers of distinct
+    tokens.
+
+    ``rows[k]`` (b,) are the sequence numbers of block ``k``, ``ids[k]`` (b, m) their
+    distinct tokens (padding: token 0) and ``log_counts[k]`` (b, m) the log-counts
+    (padding: ``-inf``).
+    """
+
+    rows: tuple[torch.Tensor, ...]
+    ids: tuple[torch.Tensor, ...]
+    log_counts: tuple[torch.Tensor, ...]
+    n_sequences: int
+    vocab_size: int
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of (query, key) slots in all blocks, padding included."""
+        return int(sum(i.shape[0] * i.shape[1] ** 2 for i in self.ids))
+
+    def to(self, device: torch.device | str) -> "PairBlocks":
+        return PairBlocks(
+            tuple(r.to(device) for r in self.rows),
+            tuple(i.to(device) for i in self.ids),
+            tuple(c.to(device) for c in self.log_counts),
+            self.n_sequences,
+            self.vocab_size,
+        )
+
+
+def pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
+    """Sort the sequences of ``counts`` by their number ``m`` of distinct tokens and cut
+    them into blocks of at most ``max_slots`` query-key slots (``b m^2``; one sequence
+    per block at least)."""
+    if not isinstance(counts, TokenCounts):
+        raise ValueError(f"counts must be a TokenCounts, got {type(counts).__name__}")
+    if max_slots < 1:
+        raise ValueError(f"max_slots must be positive, got {max_slots}")
+    indptr = counts.indptr.cpu().numpy()
+    toks = counts.token_ids.cpu().numpy()
+    cnts = counts.counts.cpu().numpy()
+    m = np.diff(indptr)
+    order = np.argsort(m, kind="stable")
+    rows, ids, logc = [], [], []
+    start = 0
+    n = order.size
+    while start < n:
+        stop = start + 1
+        while stop < n and (stop + 1 - start) * int(m[order[stop]]) ** 2 <= max_slots:
+            stop += 1
+        block = order[start:stop]
+        width = int(m[block].max())
+        b_ids = np.zeros((block.size, width), dtype=np.int64)
+        b_log = np.full((block.size, width), -np.inf)
+        for j, r in enumerate(block):
+            a, z = indptr[r], indptr[r + 1]
+            b_ids[j, : z - a] = toks[a:z]
+            b_log[j, : z - a] = np.log(cnts[a:z])
+        rows.append(torch.from_numpy(block.astype(np.int64)))
+        ids.append(torch.from_numpy(b_ids))
+        logc.append(torch.from_numpy(b_log))
+        start = stop
+    device = counts.device
+    return PairBlocks(
+        tuple(r.to(device) for r in rows),
+        tuple(i.to(device) for i in ids),
+        tuple(c.to(device) for c in logc),
+        counts.n_sequences,
+        counts.vocab_size,
+    )
+
+
+def two_layer_output(
+    params: dict[str, torch.Tensor],
+    sequences: object,
+    *,
+    return_scores: bool = False,
+) -> (
+    torch.Tensor
+    | tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]
+):
+    """``f(X_i)`` of the two-layer model for every sequence, by the count engine.
+
+    ``sequences`` is a :class:`PairBlocks` (fastest: build it once per corpus), a
+    :class:`TokenCounts` or a list of token-id sequences. Differentiable in all
+    parameters. With ``return_scores=True`` also returns, per block, ``(rows, h.q,
+    pi2)`` for inspection.
+    """
+    check_two_layer_parameters(params)
+    E, W1 = params["E"], params["W1"]
+    if isinstance(sequences, PairBlocks):
+        blocks = sequences
+        if blocks.vocab_size != E.shape[0]:
+            raise ValueError(
+                f"blocks were built for {blocks.vocab_size} tokens, but E has {E.shape[0]} rows"
+            )
+    else:
+        blocks = pair_blocks(as_token_counts(sequences, E.shape[0]))
+    blocks = blocks.to(E.device)
+    q = effective_query(params)
+    scalars = E @ torch.stack(
+        (q, params["v"]), dim=1
+    )  # (V, 2): u_t = E_t.q, b_t = E_t.v
+    outs, pieces = [], []
+    for rows, ids, logc in zip(blocks.rows, blocks.ids, blocks.log_counts):
+        logc = logc.to(E.dtype)
+        emb = E[ids]  # (b, m, d)
+        keys = emb @ W1  # row t: E_t^T W1
+        logits1 = emb @ keys.transpose(1, 2)  # [s, t] = E_t . W1 E_s
+        pi1 = torch.softmax(logits1 + logc[:, None, :], dim=2)  # over keys t
+        sc = scalars[ids]  # (b, m, 2)
+        h = sc + pi1 @ sc  # (b, m, 2): h_s.q, h_s.v
+        pi2 = torch.softmax(h[..., 0] + logc, dim=1)  # over distinct tokens s
+        outs.append((pi2 * h[..., 1]).sum(dim=1))  # padding has pi2 = 0
+        if return_scores:
+            pieces.append((rows, h[..., 0].detach(), pi2.detach()))
+    order = torch.cat(blocks.rows)
+    out = torch.zeros(blocks.n_sequences, dtype=E.dtype, device=E.device)
+    out = out.index_put((order,), torch.cat(outs))
+    return (out, pieces) if return_scores else out
+
+
+def dense_two_layer_output(
+    params: dict[str, torch.Tensor], sequences: object
+) -> torch.Tensor:
+    """``f(X_i)`` by padding, one embedding per position and masked softmaxes (the
+    reference)."""
+    check_two_layer_parameters(params)
+    E = params["E"]
+    ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
+    x = E[ids]  # (n, T, d)
+    # layer 1: query position i, key position j, score x_j . W1 x_i
+    logits1 = torch.einsum("njd,de,nie->nij", x, params["W1"], x)
+    logits1 = logits1.masked_fill(~mask[:, None, :], -torch.inf)
+    h = x + torch.softmax(logits1, dim=2) @ x  # residual + attention output, (n, T, d)
+    logits2 = (h @ effective_query(params)).masked_fill(~mask, -torch.inf)
+    attn = torch.softmax(logits2, dim=1)
+    return (attn * (h @ params["v"])).sum(dim=1)

@@ -1,0 +1,264 @@
+"""One gradient step on the embeddings from a small initialization, and its prediction.
+
+Binary model (logistic loss). By the rank-two structure of the gradient, one full-batch
+step of size ``eta`` on ``E`` moves every row along ``v`` and ``p`` only:
+
+    E_s^1 = E_s^0 + eta * (c_v[s] v + c_p[s] p),
+    c_v[s] = (1/n) sum_i y_i sigmoid(-y_i f_i) pi_is,
+    c_p[s] = (1/n) sum_i y_i sigmoid(-y_i f_i) pi_is (b_s - f_i),
+
+with ``pi_is`` the attention mass on token ``s`` in sequence ``i`` and ``b_s = E_s .
+v``, all at initialization (:func:`one_step_coefficients`, exact). For a small
+initialization ``c_v = alpha / 2 + O(sigma / sqrt(d))`` and ``c_p = O(sigma /
+sqrt(d))``, which gives the closed-form predictions :func:`predicted_value_alignment`
+and
+:func:`predicted_cls_alignment`.
+
+K-class model (cross-entropy, head ``W = [v_1, ..., v_K]``): one step gives ``E_s^1 .
+v_k ~ E_s^0 . v_k + eta sum_j gamma_sj v_j . v_k`` with the per-class signed frequency
+``gamma_sk = (1/n) sum_i (n_s(X_i) / T_i) (1{y_i = k} - 1/K)``
+(:func:`class_signed_frequency`, :func:`predicted_class_alignment`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from attnbook.data.labels import as_signed_labels
+from attnbook.engine.counts import as_token_counts
+from attnbook.models.attention import (
+    count_attention_output,
+    count_softmax_terms,
+)
+from attnbook.models.losses import logistic_loss
+from attnbook.models.multiclass import (
+    as_class_labels,
+    cross_entropy_loss,
+    multiclass_output,
+)
+from attnbook.models.parameters import check_parameters
+
+__all__ = [
+    "one_step_coefficients",
+    "first_order_coefficients",
+    "one_gradient_step",
+    "one_gradient_step_multiclass",
+    "predicted_value_alignment",
+    "predicted_cls_alignment",
+    "class_signed_frequency",
+    "predicted_class_alignment",
+]
+
+
+def _check_eta(eta: float) -> float:
+    if (
+        not isinstance(eta, (int, float, np.floating))
+        or not np.isfinite(eta)
+        or eta <= 0
+    ):
+        raise ValueError(f"step size eta must be a positive finite number, got {eta!r}")
+    return float(eta)
+
+
+def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor, ...]:
+    if not isinstance(params, Mapping):
+        raise ValueError(
+            "params must be a mapping with keys 'E', 'p' and " + repr(head)
+        )
+    missing = {"E", "p", head} - set(params)
+    if missing:
+        raise ValueError(f"params lacks {sorted(missing)}")
+    return params["E"].detach(), params["p"].detach(), params[head].detach()
+
+
+def one_step_coefficients(
+    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: object, labels: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact coefficients ``(c_v, c_p)``, each ``(V,)``, of ``-grad_E L = c_v v^T +
+    c_p p^T``.
+
+    ``L`` is the logistic loss of the binary model on ``counts`` (a :class:`TokenCounts`
+    or a list of sequences) with +-1 ``labels``; everything is evaluated at ``(E, p,
+    v)``.
+    """
+    check_parameters(E, p, v)
+    E, p, v = E.detach(), p.detach(), v.detach()
+    counts = as_token_counts(counts, E.shape[0]).to(E.device)
+    y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
+    w, b_tok, den, rows = count_softmax_terms(E, p, v, counts)
+    pi = w / den[rows]  # attention mass of every stored entry
+    f = torch.zeros_like(den).index_add(0, rows, pi * b_tok)
+    g = y * torch.sigmoid(-y * f)  # minus the derivative of the loss in f
+    n = counts.n_sequences
+    V = E.shape[0]
+    weight = g[rows] * pi / n
+    c_v = torch.zeros(V, dtype=E.dtype, device=E.device).index_add(
+        0, counts.token_ids, weight
+    )
+    c_p = torch.zeros(V, dtype=E.dtype, device=E.device).index_add(
+        0, counts.token_ids, weight * (b_tok - f[rows])
+    )
+    return c_v, c_p
+
+
+def first_order_coefficients(
+    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: object, labels: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """First-order expansions of :func:`one_step_coefficients` in the initial scores.
+
+    With ``w_is = n_s(X_i) / T_i``, ``f0_i = sum_t w_it b_t`` and ``abar_i = sum_t w_it
+    a_t``:
+
+        c_v ~ alpha_s / 2 - beta_s / 4 + xi_s / 2,
+        beta_s = (1/n) sum_i w_is f0_i,   xi_s = (1/n) sum_i y_i w_is (a_s - abar_i),
+        c_p ~ (1/2n) sum_i y_i w_is (b_s - f0_i).
+
+    The remainders are of second order in the scores ``a = E p``, ``b = E v``.
+    """
+    check_parameters(E, p, v)
+    E, p, v = E.detach(), p.detach(), v.detach()
+    counts = as_token_counts(counts, E.shape[0]).to(E.device)
+    y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
+    a, b = (E @ torch.stack((p, v), dim=1)).unbind(1)
+    rows, tok = counts.row_ids, counts.token_ids
+    n, V = counts.n_sequences, E.shape[0]
+    share = counts.counts.to(E.dtype) / counts.lengths.to(E.dtype)[rows]
+    zeros_n = torch.zeros(n, dtype=E.dtype, device=E.device)
+    f0 = zeros_n.index_add(0, rows, share * b[tok])
+    abar = zeros_n.index_add(0, rows, share * a[tok])
+    zeros_v = torch.zeros(V, dtype=E.dtype, device=E.device)
+    alpha = zeros_v.index_add(0, tok, y[rows] * share) / n
+    beta = zeros_v.index_add(0, tok, share * f0[rows]) / n
+    xi = zeros_v.index_add(0, tok, y[rows] * share * (a[tok] - abar[rows])) / n
+    c_p = zeros_v.index_add(0, tok, y[rows] * share * (b[tok] - f0[rows])) / (2 * n)
+    return alpha / 2 - beta / 4 + xi / 2, c_p
+
+
+def one_gradient_step(
+    params: Mapping[str, torch.Tensor],
+    counts: object,
+    labels: object,
+    eta: float,
+    *,
+    method: str = "closed_form",
+) -> torch.Tensor:
+    """``E - eta * grad_E L`` for the binary model: one full-batch gradient step on
+    ``E`` only.
+
+    ``params`` holds ``E`` ``(V, d)``, ``p`` and ``v`` ``(d,)`` (float32 or float64, any
+    device); they are not modified. ``method`` is ``"closed_form"`` (the rank-two
+    formula of
+    :func:`one_step_coefficients`) or ``"autograd"``. Returns a new detached ``(V, d)``
+    tensor.
+    """
+    eta = _check_eta(eta)
+    E, p, v = _params(params, "v")
+    if method == "closed_form":
+        c_v, c_p = one_step_coefficients(E, p, v, counts, labels)
+        return E + eta * (c_v[:, None] * v[None, :] + c_p[:, None] * p[None, :])
+    if method == "autograd":
+        check_parameters(E, p, v)
+        counts = as_token_counts(counts, E.shape[0]).to(E.device)
+        y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
+        E_var = E.clone().requires_grad_(True)
+        loss = logistic_loss(count_attention_output(E_var, p, v, counts), y)
+        (grad,) = torch.autograd.grad(loss, E_var)
+        return (E - eta * grad).detach()
+    raise ValueError(f"method must be 'closed_form' or 'autograd', got {method!r}")
+
+
+def one_gradient_step_multiclass(
+    params: Mapping[str, torch.Tensor], counts: object, labels: object, eta: float
+) -> torch.Tensor:
+    """``E - eta * grad_E L`` for the K-class model with head ``params["W"]`` ``(d, K)``
+    and the cross-entropy loss on class ids ``labels`` in ``{0, ..., K-1}``. Returns a
+    new ``(V, d)``."""
+    eta = _check_eta(eta)
+    E, p, W = _params(params, "W")
+    if W.ndim != 2:
+        raise ValueError("W must be a (d, K) tensor")
+    counts = as_token_counts(counts, E.shape[0]).to(E.device)
+    y = as_class_labels(labels, W.shape[1], counts.n_sequences).to(E.device)
+    E_var = E.clone().requires_grad_(True)
+    loss = cross_entropy_loss(multiclass_output(E_var, p, W, counts), y)
+    (grad,) = torch.autograd.grad(loss, E_var)
+    return (E - eta * grad).detach()
+
+
+def predicted_value_alignment(
+    alpha: torch.Tensor, v: torch.Tensor, eta: float
+) -> torch.Tensor:
+    """The leading-order prediction ``(eta / 2) alpha_s ||v||^2`` of ``E_s . v`` after
+    one step."""
+    eta = _check_eta(eta)
+    alpha, v = _as_tensor(alpha, "alpha"), _as_tensor(v, "v")
+    if alpha.ndim != 1 or v.ndim != 1:
+        raise ValueError("alpha must be (V,) and v must be (d,)")
+    return 0.5 * eta * alpha.to(v.dtype).to(v.device) * (v @ v)
+
+
+def predicted_cls_alignment(
+    alpha: torch.Tensor, v: torch.Tensor, p: torch.Tensor, eta: float
+) -> torch.Tensor:
+    """The leading-order change ``(eta / 2) alpha_s (v . p)`` of ``E_s . p`` in one
+    step."""
+    eta = _check_eta(eta)
+    alpha, v, p = _as_tensor(alpha, "alpha"), _as_tensor(v, "v"), _as_tensor(p, "p")
+    if alpha.ndim != 1 or v.ndim != 1 or p.shape != v.shape:
+        raise ValueError("alpha must be (V,), v and p must be (d,) of one shape")
+    return 0.5 * eta * alpha.to(v.dtype).to(v.device) * (v @ p)
+
+
+def class_signed_frequency(
+    counts: object, labels: object, n_classes: int, vocab_size: int
+) -> torch.Tensor:
+    """``(V, K)`` float64: ``gamma_sk = (1/n) sum_i (n_s(X_i) / T_i) (1{y_i = k} -
+    1/K)``."""
+    if not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
+        raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+    counts = as_token_counts(counts, vocab_size).to("cpu")
+    y = as_class_labels(labels, int(n_classes), counts.n_sequences)
+    rows = counts.row_ids
+    share = counts.counts.to(torch.float64) / counts.lengths.to(torch.float64)[rows]
+    target = torch.full(
+        (counts.n_sequences, int(n_classes)), -1.0 / n_classes, dtype=torch.float64
+    )
+    target[torch.arange(counts.n_sequences), y] += 1.0
+    gamma = torch.zeros(vocab_size, int(n_classes), dtype=torch.float64)
+    gamma.index_add_(0, counts.token_ids, share[:, None] * target[rows])
+    return gamma / counts.n_sequences
+
+
+def predicted_class_alignment(
+    gamma: torch.Tensor, W: torch.Tensor, eta: float, *, cross_terms: bool = True
+) -> torch.Tensor:
+    """Prediction of ``E_s . v_k`` after one step, ``(V, K)``.
+
+    With ``cross_terms`` it is ``eta * gamma @ (W^T W)``; without, ``eta gamma_sk
+    ||v_k||^2``.
+    """
+    eta = _check_eta(eta)
+    gamma, W = _as_tensor(gamma, "gamma"), _as_tensor(W, "W")
+    if gamma.ndim != 2 or W.ndim != 2 or gamma.shape[1] != W.shape[1]:
+        raise ValueError("gamma must be (V, K) and W must be (d, K) with the same K")
+    gamma = gamma.to(W.dtype).to(W.device)
+    gram = W.T @ W
+    if not cross_terms:
+        gram = torch.diag(torch.diagonal(gram))
+    return eta * gamma @ gram
+
+
+def _as_tensor(x: object, name: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+    else:
+        try:
+            t = torch.as_tensor(np.asarray(x, dtype=np.float64))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name} must be numeric") from err
+    if not t.dtype.is_floating_point:
+        t = t.to(torch.float64)
+    return t
