@@ -5,7 +5,7 @@ options). In one run it
 
 1. prepares the training split with the vocabulary and encoding rules of
   :mod:`attnbook.data`
-   (those :func:`attnbook.reviews.prepare_reviews` applies for the real-data chapter;
+   (those :func:`attnbook.data.corpus.prepare_reviews` applies for the real-data chapter;
    done here
    step by step so that building the vocabulary and encoding are timed separately);
 2. computes the full-batch loss and its gradient with respect to ``E``, ``p`` and ``v``
@@ -26,9 +26,9 @@ options). In one run it
    gradient once);
    times each pass of the engine on its own (:func:`engine_passes`) and the gradient
    with the
-   compiled kernels of :mod:`attnbook.kernels` and with their torch twins
+   compiled kernels of :mod:`attnbook.engine.kernels` and with their torch twins
    (:func:`backend_times`);
-5. times the two-layer model (:mod:`attnbook.two_layer`) against its padded reference on
+5. times the two-layer model (:mod:`attnbook.models.two_layer`) against its padded reference on
   a
    subset;
 6. shows how the engine's time grows with the number of documents, ``d`` and the

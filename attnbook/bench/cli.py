@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         repeats=max(2, args.repeats // 3),
     )
     if two is None:
-        print("two-layer model: attnbook.two_layer not available")
+        print("two-layer model: attnbook.models.two_layer not available")
     else:
         print(
             f"two-layer model ({two['documents']} documents, d={two['dim']}): loss relative "

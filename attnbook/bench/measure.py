@@ -64,7 +64,7 @@ def compare_implementations(
     """Loss, gradients and times of the usual implementation and of the count engine.
 
     Both evaluate the full-batch loss and its gradient at the same initialization
-    (:func:`attnbook.train.init_parameters`, ``seed``). The first pass of the usual
+    (:func:`attnbook.models.training.init_parameters`, ``seed``). The first pass of the usual
     implementation gives its gradients and its first time; further passes
     (``usual_repeats`` in all) only time it. Returns the losses, their relative
     difference ``loss_rel``, the relative gradient differences ``grad_rel`` (E, p, v),
@@ -121,7 +121,7 @@ def _gradient_and_step(
     params: dict[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
 ) -> tuple[Callable[[], None], Callable[[], None]]:
     """Closures for one full-batch forward+backward and for one training step (that and
-    an Adam update, with the optimizer of :func:`attnbook.train.fit`)."""
+    an Adam update, with the optimizer of :func:`attnbook.models.training.fit`)."""
     E, p, v = params["E"], params["p"], params["v"]
     y = labels.to(E.dtype).to(E.device)
     opt = OPTIMIZERS["adam"]([E, p, v], 1e-3)
@@ -155,7 +155,7 @@ def engine_passes(
 ) -> list[dict[str, float | str]]:
     """Time and bytes of each memory-bound pass of one engine gradient (binary model).
 
-    The passes are those of :mod:`attnbook.kernels`, on operands of the shapes one
+    The passes are those of :mod:`attnbook.engine.kernels`, on operands of the shapes one
     gradient evaluation gives them: the scores ``E [p, v]``, the two count products, the
     gradient write ``dE = [G_a, G_b] [p, v]^T`` and ``E^T [G_a, G_b]``. Their values do
     not change the time of a memory-bound pass, so random operands are used. Each is
@@ -203,7 +203,7 @@ def backend_times(
     repeats: int = 7,
 ) -> dict[str, float]:
     """Full-batch forward+backward time (s) with the compiled kernels and with their
-    torch twins (:func:`attnbook.kernels.torch_only`); only the available backends are
+    torch twins (:func:`attnbook.engine.kernels.torch_only`); only the available backends are
     timed."""
     grad, _ = _gradient_and_step(params, counts, labels)
     device = params["E"].device

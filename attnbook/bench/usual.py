@@ -64,7 +64,7 @@ def restrict_vocabulary(
 ) -> tuple[TokenCounts, torch.Tensor]:
     """Keep only tokens with id below ``vocab_size`` (the most frequent ones when ids
     are assigned by decreasing document frequency, as in
-    :class:`attnbook.data.Vocabulary`); documents left empty are dropped with their
+    :class:`attnbook.data.reviews.Vocabulary`); documents left empty are dropped with their
     labels."""
     if not 1 <= vocab_size <= counts.vocab_size:
         raise ValueError(

@@ -3,7 +3,7 @@
 :data:`CLAIMS` lists the claims C1-C7 of the paper (C6 and C7 split into their parts) in
 the book's words, with where each comes from and, where the book cannot verify a claim
 as the paper states it, why. :func:`claim_rows` joins them with the checks recorded by a
-run of the chapters (:mod:`attnbook.report`) into the rows of the claims dashboard on
+run of the chapters (:mod:`attnbook.book.records`) into the rows of the claims dashboard on
 the landing page; PASS and FAIL are computed from the records, never typed.
 """
 
@@ -135,17 +135,25 @@ class ClaimRow:
     checks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def evidence(self) -> list[dict[str, Any]]:
+        """The checks recorded as evidence for the claim (identities and controls are
+        shown, but do not count toward its status)."""
+        return [c for c in self.checks if c.get("role", "evidence") == "evidence"]
+
+    @property
     def status(self) -> str:
-        """``FAIL`` (an asserted check failed), ``NOT REPRODUCED`` (every asserted check
-        passed, but a statement of the paper measured without assertion, see
-        :func:`attnbook.report.compare_with_paper`, did not hold), ``PASS (part)``
-        (everything held, but the checks cover only part of the claim), ``PASS``, or
-        ``NOT CHECKED`` (no check recorded)."""
+        """``FAIL`` (an asserted check failed, whatever its role), ``NOT REPRODUCED``
+        (every asserted check passed, but a statement of the paper measured without
+        assertion, see :func:`attnbook.book.records.compare_with_paper`, did not hold),
+        ``PASS (part)`` (everything held, but the checks cover only part of the claim),
+        ``PASS``, or ``NOT CHECKED`` (no evidence recorded)."""
         if not self.checks:
             return "NOT CHECKED"
         if not all(c["passed"] for c in self.checks if c.get("asserted", True)):
             return "FAIL"
-        if not all(c["passed"] for c in self.checks):
+        if not self.evidence:
+            return "NOT CHECKED"
+        if not all(c["passed"] for c in self.evidence):
             return "NOT REPRODUCED"
         return "PASS (part)" if self.claim.partial else "PASS"
 

@@ -16,7 +16,7 @@ Records
     and
     executed cell, so it always describes the run so far. Without the variable nothing
     is
-    written. The book build (``attnbook.sphinxext``) and ``scripts/test.sh`` set it; the
+    written. The book build (``attnbook.book.sphinxext``) and ``scripts/test.sh`` set it; the
     claims
     dashboard and the page *Reproducing this book* are rendered from these records, and
     the
@@ -46,6 +46,7 @@ __all__ = [
     "glue",
     "check",
     "Check",
+    "ROLES",
     "CHECKS",
     "GLUED",
     "VOLATILE",
@@ -81,6 +82,9 @@ class Check:
         None  # code cells completed since start_chapter's cell, when in IPython
     )
     asserted: bool = True  # False: a statement of the paper measured, not asserted
+    role: str = (
+        "evidence"  # evidence for a claim, an implementation identity, a control
+    )
 
 
 CHECKS: list[Check] = []
@@ -88,6 +92,13 @@ GLUED: dict[str, Any] = {}
 VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
 
 _RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
+
+#: What a check is for. Only ``evidence`` counts toward a claim's status on the dashboard.
+ROLES = {
+    "evidence": "evidence for a claim, in the regime the claim states",
+    "identity": "an implementation identity (two computations of one quantity agree)",
+    "control": "a negative control or a sanity check (shows the test can fail)",
+}
 
 
 # ---------------------------------------------------------------------- chapter and run
@@ -209,8 +220,11 @@ def _record_check(
     result: str | None,
     volatile: bool,
     asserted: bool,
+    role: str,
 ) -> bool:
     """Validate, record and glue one comparison of a statistic with its threshold."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
     if relation not in _RELATIONS:
         raise ValueError(
             f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}"
@@ -235,6 +249,7 @@ def _record_check(
             result,
             cell,
             asserted,
+            role,
         )
     )
     glue(name, value, volatile=volatile)
@@ -250,6 +265,7 @@ def check(
     claim: str | None = None,
     result: str | None = None,
     volatile: bool = False,
+    role: str = "evidence",
 ) -> float:
     """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
     check.
@@ -258,13 +274,16 @@ def check(
     or ``"setup"``, ``"limits"``); ``result`` optionally names the label of the book's
     result (``"thm-one-step"``) that the check verifies, for the claims dashboard.
     ``volatile=True`` marks a statistic that changes from run to run (a timing): the
-    comparison of two runs then checks that it is present, not its value.
+    comparison of two runs then checks that it is present, not its value. ``role`` says
+    what the check is for (:data:`ROLES`): ``"evidence"`` for a claim, ``"identity"`` of
+    two implementations, or ``"control"`` (a negative control or sanity check); only
+    evidence counts toward a claim's status.
 
     Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
     and ``ValueError`` for an unknown relation or a non-finite value.
     """
     passed = _record_check(
-        name, value, threshold, relation, claim, result, volatile, True
+        name, value, threshold, relation, claim, result, volatile, True, role
     )
     assert passed, (
         f"check {name!r} failed: measured {value:.6g}, required {relation} {threshold:.6g}"
@@ -292,7 +311,9 @@ def compare_with_paper(
     """
     if not claim:
         raise ValueError("compare_with_paper needs the claim of the paper it measures")
-    return _record_check(name, value, threshold, relation, claim, result, False, False)
+    return _record_check(
+        name, value, threshold, relation, claim, result, False, False, "evidence"
+    )
 
 
 # ---------------------------------------------------------------------- writing records

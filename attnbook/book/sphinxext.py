@@ -4,7 +4,7 @@ build's records.
 Loaded through ``sphinx.extra_extensions`` in ``_config.yml``. At the start of a build
 it points ``ATTNBOOK_RECORD_DIR`` at ``<build folder>/records/book`` (emptied first) and
 sets a fresh ``ATTNBOOK_RUN_ID``, so every chapter that MyST-NB executes records its
-glued numbers and checks there (:mod:`attnbook.report`); it also marks every document
+glued numbers and checks there (:mod:`attnbook.book.records`); it also marks every document
 for re-reading, so every chapter runs in every build. After all chapters ran, when pages
 are written, it replaces
 

@@ -38,7 +38,7 @@ __all__ = [
 
 
 # : The column holding the star rating in each data set of
-# :func:`attnbook.data.load_reviews`.
+# :func:`attnbook.data.reviews.load_reviews`.
 STAR_COLUMNS = {"imdb": "rating", "yelp": "stars"}
 
 
@@ -51,9 +51,9 @@ class ReviewCorpus:
     name:
         ``"imdb"``, ``"yelp"`` or any name given to :func:`build_review_corpus`.
     vocabulary:
-        the :class:`~attnbook.data.Vocabulary` built on the training texts.
+        the :class:`~attnbook.data.reviews.Vocabulary` built on the training texts.
     train, test:
-        :class:`~attnbook.counts.TokenCounts` of the kept documents of each split.
+        :class:`~attnbook.engine.counts.TokenCounts` of the kept documents of each split.
     train_labels, test_labels:
         ``(n,)`` int64 NumPy arrays of labels in ``{-1, +1}``, aligned with ``train`` /
         ``test``.
@@ -237,7 +237,7 @@ def build_review_corpus(
 
 
 def prepare_reviews(name: str, min_df: int) -> ReviewCorpus:
-    """Load ``imdb`` or ``yelp`` (see :func:`attnbook.data.load_reviews`) and encode
+    """Load ``imdb`` or ``yelp`` (see :func:`attnbook.data.reviews.load_reviews`) and encode
     both splits.
 
     The star rating (``rating`` for IMDB, ``stars`` for Yelp) is kept when the data has
@@ -281,7 +281,7 @@ def split_validation(
         raise ValueError(f"fraction must be in (0, 1), got {fraction}")
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
-            "rng must be a numpy.random.Generator (see attnbook.utils.seed_everything)"
+            "rng must be a numpy.random.Generator (see attnbook.runtime.seed_everything)"
         )
     y = corpus.train_labels
     held = []

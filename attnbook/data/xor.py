@@ -14,7 +14,7 @@ in a negative one (with ``b``), both of the same length; the same holds for ``no
 negative sequences of the same length. Hence every average signed frequency ``alpha_s``
 is
 *exactly*
-zero (:func:`attnbook.frequency.average_signed_frequency` returns zeros up to rounding),
+zero (:func:`attnbook.theory.frequency.average_signed_frequency` returns zeros up to rounding),
 and so is every first-order statistic of the form ``sum_i y_i phi(n_s(X_i), T_i)``.
 """
 

@@ -1,6 +1,6 @@
 /* The memory-bound passes of the count engine, for float and double.
  *
- * attnbook.kernels compiles this file with the machine's C compiler on first use and calls it
+ * attnbook.engine.kernels compiles this file with the machine's C compiler on first use and calls it
  * through ctypes; each function has a torch twin there that gives the same numbers. Dense
  * matrices are row-major and contiguous; sparse matrices are CSR with 32-bit row pointers and
  * column indices. Rows are shared out between OpenMP threads, and every result is summed in

@@ -11,7 +11,7 @@ statistics.
   (``shape="monotone"``) or against the absolute importance (``shape="u"``, the U-shape
   of ``E_s . p``).
 
-The binned figures use :func:`attnbook.importance.plot_binned`.
+The binned figures use :func:`attnbook.experiments.importance.plot_binned`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def class_importance(
     counts: TokenCounts, classes: object, n_classes: int
 ) -> np.ndarray:
     """``(V, K)`` one-vs-rest importance: column ``k`` is
-    :func:`attnbook.importance.token_importance`
+    :func:`attnbook.experiments.importance.token_importance`
     (class-balanced) with class ``k`` as the positive class and all other classes as
     negative."""
     y = np.asarray(classes)
@@ -90,7 +90,7 @@ def subsample_corpus(
 ):
     """A random subset (``n_train`` training, ``n_test`` test reviews) of ``imdb`` or
     ``yelp``, encoded over a vocabulary built on the training subset (document frequency
-    >= ``min_df``), as a :class:`attnbook.reviews.ReviewCorpus`."""
+    >= ``min_df``), as a :class:`attnbook.data.corpus.ReviewCorpus`."""
     splits = {s: load_reviews(name, s) for s in ("train", "test")}
     picks = {}
     for split, size in (("train", n_train), ("test", n_test)):

@@ -269,7 +269,7 @@ def bootstrap_rank_correlation(
         raise ValueError(f"level must be in (0, 1), got {level}")
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
-            "rng must be a numpy.random.Generator (see attnbook.utils.seed_everything)"
+            "rng must be a numpy.random.Generator (see attnbook.runtime.seed_everything)"
         )
     n = xs.size
     reps = np.empty(n_boot)

@@ -53,8 +53,8 @@ def train_on_reviews(
 ) -> History:
     """Full-batch training of the binary model on the training split of ``corpus``.
 
-    A thin wrapper of :func:`attnbook.train.fit` with
-    :func:`attnbook.train.binary_loss_closure`:
+    A thin wrapper of :func:`attnbook.models.training.fit` with
+    :func:`attnbook.models.training.binary_loss_closure`:
     at step 0, every ``eval_every`` steps and at the end it records ``train_loss``,
     ``train_accuracy``, ``test_loss``, ``test_accuracy`` and ``test_balanced_accuracy``
     (:func:`evaluate_binary`). It stops after ``steps`` steps or earlier by
@@ -65,7 +65,7 @@ def train_on_reviews(
     When the corpus has a validation split (:func:`split_validation`) it also records
     ``val_loss``, ``val_accuracy`` and ``val_balanced_accuracy``, and the history keeps
     the step and a copy of the parameters with the lowest validation loss
-    (``best_step``, ``best_params`` of :class:`~attnbook.train.History`).
+    (``best_step``, ``best_params`` of :class:`~attnbook.models.training.History`).
     """
     E = params["E"]
     y_train = corpus.labels("train", dtype=E.dtype, device=E.device)
@@ -118,7 +118,7 @@ def token_scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.nda
 
 
 def history_frame(history: History) -> pd.DataFrame:
-    """The evaluation records of a :class:`~attnbook.train.History` as a long DataFrame
+    """The evaluation records of a :class:`~attnbook.models.training.History` as a long DataFrame
     with columns ``step``, ``split`` (train / val / test), ``metric`` (loss / accuracy /
     ...) and ``value``."""
     rows = []
@@ -217,10 +217,10 @@ def run_review_experiment(
 ) -> ReviewExperiment:
     """Initialize once and train the four models of :class:`ReviewExperiment`.
 
-    The initialization is :func:`attnbook.train.init_parameters` with unit scale for
+    The initialization is :func:`attnbook.models.training.init_parameters` with unit scale for
     ``p`` and ``v``; ``E^0`` is the same draw multiplied by ``config.init_scale``. The
     single step is
-    :func:`attnbook.one_step.one_gradient_step` (exact full-batch gradient of the
+    :func:`attnbook.theory.one_step.one_gradient_step` (exact full-batch gradient of the
     logistic loss on ``corpus.train``); all training goes through
     :func:`train_on_reviews`.
     """

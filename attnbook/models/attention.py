@@ -8,7 +8,7 @@ Two implementations that agree to rounding error:
   one embedding per position, mask, softmax over positions. It is the reference for the
   tests.
 - :func:`count_attention_output` -- the count engine. Because ``f`` depends on a
-  sequence only through its token counts (:class:`attnbook.counts.TokenCounts`), it
+  sequence only through its token counts (:class:`attnbook.engine.counts.TokenCounts`), it
   computes the two scores ``E @ [p, v]`` once per *vocabulary* entry and then works on
   the ``nnz`` stored counts. Its gradient with respect to ``E`` has rank two, ``G_p p^T
   + G_v v^T``.
@@ -90,7 +90,7 @@ class _CountAttention(torch.autograd.Function):
     (rank ``1 + K``, written directly), ``dp = E^T G_a``, ``dW = E^T G_B``.
 
     The five passes over memory (the scores, the two count products, the write of ``dE``
-    and ``E^T [G_a, G_B]``) are those of :mod:`attnbook.kernels`.
+    and ``E^T [G_a, G_B]``) are those of :mod:`attnbook.engine.kernels`.
     """
 
     @staticmethod
@@ -201,7 +201,7 @@ def attention_output(
     sequences:
         a list of 1-D integer arrays or tensors of token ids in ``[0, V)`` (none empty),
         or a
-        :class:`~attnbook.counts.TokenCounts` built for ``V`` tokens.
+        :class:`~attnbook.engine.counts.TokenCounts` built for ``V`` tokens.
 
     Differentiable in ``E``, ``p`` and ``v``. Raises ``ValueError`` on malformed input.
     """

@@ -56,7 +56,7 @@ def check_mlp_parameters(params: dict[str, torch.Tensor]) -> None:
 def mlp_head_layout(
     vocab_size: int, dim: int, scale: float
 ) -> dict[str, tuple[tuple[int, ...], float]]:
-    """``E``, ``p``, ``v`` as in :func:`attnbook.train.one_layer_layout`, ``A`` (d, d)
+    """``E``, ``p``, ``v`` as in :func:`attnbook.models.training.one_layer_layout`, ``A`` (d, d)
     with std ``sqrt(2/d)`` (He initialization, so ``relu(A x)`` keeps about the norm of
     ``x``) and ``c`` (d,) zero."""
     return {
@@ -67,7 +67,7 @@ def mlp_head_layout(
 
 
 def init_mlp_head(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
-    """:func:`attnbook.train.init_parameters` with :func:`mlp_head_layout` (same
+    """:func:`attnbook.models.training.init_parameters` with :func:`mlp_head_layout` (same
     ``options``)."""
     return init_parameters(vocab_size, dim, layout=mlp_head_layout, **options)
 

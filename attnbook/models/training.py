@@ -172,7 +172,7 @@ def fit(
 def plateau_stop(
     rel_tol: float = 0.01, window: int = 5, key: str = "train_loss"
 ) -> Callable[[History], bool]:
-    """Stopping rule for :func:`attnbook.train.fit`: stop once the recorded ``key`` (by
+    """Stopping rule for :func:`attnbook.models.training.fit`: stop once the recorded ``key`` (by
     default the training loss at the evaluation steps) fell by less than ``rel_tol``
     (relative) over the last ``window`` evaluations (``window * eval_every`` steps)."""
     if not 0 < rel_tol < 1:

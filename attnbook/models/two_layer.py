@@ -73,7 +73,7 @@ def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
 def two_layer_layout(
     vocab_size: int, dim: int, scale: float
 ) -> dict[str, tuple[tuple[int, ...], float]]:
-    """``E`` as in :func:`attnbook.train.one_layer_layout`, then ``W1``, ``W2`` (d, d)
+    """``E`` as in :func:`attnbook.models.training.one_layer_layout`, then ``W1``, ``W2`` (d, d)
     with std ``1/sqrt(d)`` (so ``W x`` has about the norm of ``x``), then ``p``, ``v``
     (d,)."""
     one = one_layer_layout(vocab_size, dim, scale)
@@ -82,7 +82,7 @@ def two_layer_layout(
 
 
 def init_two_layer(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
-    """:func:`attnbook.train.init_parameters` with :func:`two_layer_layout` (same
+    """:func:`attnbook.models.training.init_parameters` with :func:`two_layer_layout` (same
     ``options``)."""
     return init_parameters(vocab_size, dim, layout=two_layer_layout, **options)
 

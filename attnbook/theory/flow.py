@@ -2,7 +2,7 @@
 ``v`` frozen.
 
 The loss is ``L(p) = (1/n) sum_i log(1 + exp(-y_i f_i(p)))`` with ``f_i`` the attention
-output of :mod:`attnbook.model`. Along the flow ``||p(t)||`` grows like ``log t`` and
+output of :mod:`attnbook.models.attention`. Along the flow ``||p(t)||`` grows like ``log t`` and
 the gradient decays like ``1/t``, so plain gradient descent with a fixed step needs
 about ``e^k`` steps to reach ``||p|| ~ k``. :func:`gradient_flow` therefore integrates
 in *logarithmic time*: with ``tau = log(1 + t / t0)`` the flow reads ``dp/dtau = -(t0 +
@@ -13,7 +13,7 @@ step that would increase the loss is rejected and ``dtau`` halved (the step left
 region where Euler tracks the flow).
 
 Numerical stability at large ``||p||``: the softmax is shifted by the per-sequence
-maximum score (as in :mod:`attnbook.model`), and the loss and its gradient are computed
+maximum score (as in :mod:`attnbook.models.attention`), and the loss and its gradient are computed
 *relative to
 the top-scoring token* ``r_i`` of each sequence:
 
@@ -412,9 +412,9 @@ def one_step_problem(
     """The setting of the implicit-bias theorem for one random seed: ``(E1, v, p0)``.
 
     Draws ``E0`` with i.i.d. ``N(0, embed_scale^2 / dim)`` entries and ``p0``, ``v``
-    with ``N(0, 1 / dim)`` entries (:func:`attnbook.train.init_parameters`, float64,
+    with ``N(0, 1 / dim)`` entries (:func:`attnbook.models.training.init_parameters`, float64,
     generator seeded with ``seed``), and takes one full-batch gradient step of size
-    ``eta`` on ``E`` alone (:func:`attnbook.one_step.one_gradient_step`) on ``data``
+    ``eta`` on ``E`` alone (:func:`attnbook.theory.one_step.one_gradient_step`) on ``data``
     (anything with ``.counts`` and ``.labels``). ``p0`` is the initial ``<cls>`` vector,
     used both in the step and as the starting point of the flow.
     """
