@@ -136,6 +136,7 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
             "claim": "C1",
             "result": "thm-x",
             "asserted": True,
+            "role": "evidence",
         }
     ]
     # a statement of the paper measured without assertion: recorded, never raises
