@@ -1,8 +1,7 @@
 """attnbook: one-layer softmax attention with trained embeddings, in code.
 
 The package holds every computation the book's chapters run, in layers; a module imports
-only
-from its own layer and the layers listed before it:
+only from its own layer and the layers listed before it:
 
 - :mod:`attnbook.runtime`     -- seeding, device and machine (imports nothing of
   attnbook);

@@ -76,7 +76,10 @@ def test_dense_passes_match_plain_products(backend, dtype, V, d, J):
         _random((J, d), dtype, 2),
         _random((V, J), dtype, 3),
     )
-    exact = lambda a, b: a.double() @ b.double()
+
+    def exact(a, b):
+        return a.double() @ b.double()
+
     scale_s = E.double().abs() @ P.double().abs().t()
     err = (kernels.scores(E, P).double() - exact(E, P.t())).abs()
     assert bool((err <= _tolerance(dtype, d) * scale_s + 1e-300).all())

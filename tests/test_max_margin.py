@@ -92,6 +92,6 @@ def test_input_errors():
 
 def test_constraints_deduplicated():
     counts = TokenCounts.from_sequences([[0, 2], [0, 2, 2], [1, 2]], 4)
-    w, l, rows = selection_constraints(counts, [0, 0, 1])
-    assert sorted(zip(w.tolist(), l.tolist())) == [(0, 2), (1, 2)]
+    w, lose, rows = selection_constraints(counts, [0, 0, 1])
+    assert sorted(zip(w.tolist(), lose.tolist())) == [(0, 2), (1, 2)]
     assert rows.tolist() == [0, 2]

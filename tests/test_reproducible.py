@@ -404,12 +404,14 @@ def test_checks_belong_to_the_last_result_before_them():
             code('check("early", 1, 0)'),
             md("```{prf:definition} D\n:label: def-d\n```"),
             md(
-                "```{prf:lemma} A lemma\n:label: lem-a\n\nText.\n```\n```{prf:proof}\n```"
+                "```{prf:lemma} A lemma\n:label: "
+                "lem-a\n\nText.\n```\n```{prf:proof}\n```"
             ),
             code('check("a1", x, 0.9, claim="C1")\nglue("n", 1)'),
             md("```{prf:theorem} B\n:nonumber:\n:label: thm-b\n```"),
             code(
-                "check('b1', y, 0.9, claim='C3')\nfor k in ks:\n    check(k + '_gap', 0, 1, claim='C3')"
+                "check('b1', y, 0.9, claim='C3')\nfor k in ks:\n    check(k + '_gap', "
+                "0, 1, claim='C3')"
             ),
         ]
     }
@@ -514,7 +516,8 @@ def _mini_book(folder: Path, chapter_code: str) -> Path:
     folder.mkdir()
     (folder / "_config.yml").write_text(
         "title: mini\nexecute:\n  execute_notebooks: force\n"
-        "sphinx:\n  extra_extensions:\n    - sphinx_proof\n    - attnbook.book.sphinxext\n"
+        "sphinx:\n  extra_extensions:\n    - sphinx_proof\n    - "
+        "attnbook.book.sphinxext\n"
     )
     (folder / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n  - file: repro\n"

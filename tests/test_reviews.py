@@ -5,8 +5,25 @@ import pytest
 import torch
 
 from attnbook.book.display import highlight_html
-from attnbook.data.corpus import build_review_corpus, prepare_reviews
+from attnbook.data.corpus import (
+    build_review_corpus,
+    min_df_for_vocabulary_size,
+    prepare_reviews,
+    split_validation,
+)
 from attnbook.data.reviews import DATA_DIR_ENV
+from attnbook.experiments.evaluation import evaluate_binary
+from attnbook.experiments.real_data import (
+    ReviewExperimentConfig,
+    history_frame,
+    pick_examples,
+    run_review_experiment,
+    token_scores,
+    top_tokens,
+    train_on_reviews,
+)
+from attnbook.models.parameters import init_parameters
+from attnbook.models.training import History, plateau_stop, plateau_stop_step
 
 TRAIN = [
     "Good film, good cast.",
@@ -91,19 +108,6 @@ def test_prepare_yelp_from_mirror():
 
 
 # ---------------------------------------------------------- training helpers and tables
-from attnbook.data.corpus import min_df_for_vocabulary_size, split_validation
-from attnbook.experiments.evaluation import evaluate_binary
-from attnbook.experiments.real_data import (
-    ReviewExperimentConfig,
-    history_frame,
-    pick_examples,
-    run_review_experiment,
-    token_scores,
-    top_tokens,
-    train_on_reviews,
-)
-from attnbook.models.parameters import init_parameters  # noqa: E402
-from attnbook.models.training import History, plateau_stop, plateau_stop_step
 
 
 def _toy_corpus():

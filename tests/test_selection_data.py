@@ -47,7 +47,7 @@ def test_two_relevant():
         assert (data.token_class[rel] == y).all()
         assert sorted(seq[data.token_class[seq] != 0].tolist()) == rel.tolist()
     with pytest.raises(ValueError, match="several"):
-        data.important
+        _ = data.important
     # zipf popularity: the first positive token is the most frequent
     assert alpha[0] == alpha[data.token_class == 1].max()
 

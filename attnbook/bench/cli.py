@@ -36,12 +36,16 @@ def _passes_table(rows: Sequence[dict[str, float | str]]) -> str:
 
 
 def _table(rows: Sequence[dict[str, float]]) -> str:
-    head = f"{'varied':>10} {'docs':>7} {'V':>6} {'d':>6} {'nnz':>10} {'V*d':>11} {'ms':>9} {'ns/count':>9}"
+    head = (
+        f"{'varied':>10} {'docs':>7} {'V':>6} {'d':>6} {'nnz':>10} {'V*d':>11} "
+        f"{'ms':>9} {'ns/count':>9}"
+    )
     lines = [head]
     for r in rows:
         lines.append(
             f"{r['varied']:>10} {r['documents']:>7d} {r['vocab']:>6d} {r['dim']:>6d} "
-            f"{r['nnz']:>10d} {r['vd']:>11d} {r['ms']:>9.2f} {1e6 * r['ms'] / r['nnz']:>9.2f}"
+            f"{r['nnz']:>10d} {r['vd']:>11d} {r['ms']:>9.2f} "
+            f"{1e6 * r['ms'] / r['nnz']:>9.2f}"
         )
     return "\n".join(lines)
 
@@ -50,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     """Run the benchmark (see the module docstring); returns the measured numbers."""
     ap = argparse.ArgumentParser(
         prog="python -m attnbook.bench",
-        description="Benchmark of the count engine against the usual padded implementation.",
+        description="Benchmark of the count engine against the usual padded "
+        "implementation.",
     )
     ap.add_argument("--dataset", default="imdb", choices=("imdb", "yelp"))
     ap.add_argument("--min-df", type=int, default=40)
@@ -87,14 +92,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     print(
         f"device: {device} ({name}), torch {torch.__version__}, "
-        f"{torch.get_num_threads()} CPU thread(s), engine kernels: {kernels.backend(device)}"
+        f"{torch.get_num_threads()} CPU thread(s), engine kernels: "
+        f"{kernels.backend(device)}"
     )
 
     prep = prepare(args.dataset, args.min_df)
     counts, y = prep.counts, prep.labels
     print(
-        f"data: {args.dataset} train, min_df={prep.min_df}: load {prep.seconds_load:.2f} s, "
-        f"vocabulary {prep.seconds_vocabulary:.2f} s, encode {prep.seconds_encode:.2f} s"
+        f"data: {args.dataset} train, min_df={prep.min_df}: load "
+        f"{prep.seconds_load:.2f} s, "
+        f"vocabulary {prep.seconds_vocabulary:.2f} s, encode "
+        f"{prep.seconds_encode:.2f} s"
     )
     if args.docs is not None:
         k = min(args.docs, counts.n_sequences)
@@ -104,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     V, d, n = counts.vocab_size, args.dim, counts.n_sequences
     T = int(counts.counts.sum())
     print(
-        f"corpus: n={n} documents, V={V}, tokens={T}, stored counts nnz={counts.nnz}, d={d}"
+        f"corpus: n={n} documents, V={V}, tokens={T}, stored counts nnz={counts.nnz}, "
+        f"d={d}"
     )
 
     cmp = compare_implementations(
@@ -117,12 +126,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         progress=True,
     )
     print(
-        f"usual implementation: {cmp['batches']} mini-batches, {cmp['positions']} padded "
+        f"usual implementation: {cmp['batches']} mini-batches, {cmp['positions']} "
+        "padded "
         f"positions ({cmp['positions'] / T:.3f} x tokens)"
     )
     print(
-        f"agreement: loss {cmp['loss_engine']:.7f} vs {cmp['loss_usual']:.7f} (relative "
-        f"{cmp['loss_rel']:.1e}); gradients relative difference E {cmp['grad_rel'][0]:.1e}, "
+        f"agreement: loss {cmp['loss_engine']:.7f} vs {cmp['loss_usual']:.7f} "
+        "(relative "
+        f"{cmp['loss_rel']:.1e}); gradients relative difference E "
+        f"{cmp['grad_rel'][0]:.1e}, "
         f"p {cmp['grad_rel'][1]:.1e}, v {cmp['grad_rel'][2]:.1e}"
     )
     if not (cmp["loss_rel"] <= 1e-5 and max(cmp["grad_rel"]) <= 1e-4):
@@ -130,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     t_usual, t_grad, t_step = cmp["usual_s"], cmp["engine_s"], cmp["step_s"]
     speedup = t_usual / t_grad
     print(
-        f"full-batch forward+backward: usual {t_usual:.3f} s, engine {1e3 * t_grad:.2f} ms "
+        f"full-batch forward+backward: usual {t_usual:.3f} s, engine "
+        f"{1e3 * t_grad:.2f} ms "
         f"-> speed-up {speedup:.0f}x"
     )
     print(f"engine training step (forward+backward+Adam): {1e3 * t_step:.2f} ms")
@@ -153,14 +166,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     print(_passes_table(passes))
     t_passes = sum(r["ms"] for r in passes) / 1e3
     print(
-        f"passes on their own {1e3 * t_passes:.2f} ms in all; the gradient (passes, vector "
+        f"passes on their own {1e3 * t_passes:.2f} ms in all; the gradient (passes, "
+        "vector "
         f"operations and autograd) {1e3 * t_grad:.2f} ms"
     )
     backends = backend_times(params, counts, y, repeats=args.repeats)
     del params
     if "compiled" in backends:
         print(
-            f"gradient with the compiled kernels {1e3 * backends['compiled']:.2f} ms, with "
+            f"gradient with the compiled kernels {1e3 * backends['compiled']:.2f} ms, "
+            "with "
             f"their torch twins {1e3 * backends['torch']:.2f} ms -> "
             f"{backends['torch'] / backends['compiled']:.1f}x"
         )
@@ -177,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         print("two-layer model: attnbook.models.two_layer not available")
     else:
         print(
-            f"two-layer model ({two['documents']} documents, d={two['dim']}): loss relative "
+            f"two-layer model ({two['documents']} documents, d={two['dim']}): loss "
+            "relative "
             f"{two['loss_rel']:.1e}, gradients {two['grad_rel']:.1e}; forward+backward "
             f"engine {1e3 * two['engine_s']:.1f} ms, padded reference "
             f"{1e3 * two['reference_s']:.1f} ms -> speed-up {two['speedup']:.1f}x"

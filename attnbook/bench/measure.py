@@ -64,8 +64,8 @@ def compare_implementations(
     """Loss, gradients and times of the usual implementation and of the count engine.
 
     Both evaluate the full-batch loss and its gradient at the same initialization
-    (:func:`attnbook.models.training.init_parameters`, ``seed``). The first pass of the usual
-    implementation gives its gradients and its first time; further passes
+    (:func:`attnbook.models.parameters.init_parameters`, ``seed``). The first pass of
+    the usual implementation gives its gradients and its first time; further passes
     (``usual_repeats`` in all) only time it. Returns the losses, their relative
     difference ``loss_rel``, the relative gradient differences ``grad_rel`` (E, p, v),
     the number of mini-batches and padded positions, and the minimum times ``usual_s``,
@@ -155,10 +155,10 @@ def engine_passes(
 ) -> list[dict[str, float | str]]:
     """Time and bytes of each memory-bound pass of one engine gradient (binary model).
 
-    The passes are those of :mod:`attnbook.engine.kernels`, on operands of the shapes one
-    gradient evaluation gives them: the scores ``E [p, v]``, the two count products, the
-    gradient write ``dE = [G_a, G_b] [p, v]^T`` and ``E^T [G_a, G_b]``. Their values do
-    not change the time of a memory-bound pass, so random operands are used. Each is
+    The passes are those of :mod:`attnbook.engine.kernels`, on operands of the shapes
+    one gradient evaluation gives them: the scores ``E [p, v]``, the two count products,
+    the gradient write ``dE = [G_a, G_b] [p, v]^T`` and ``E^T [G_a, G_b]``. Their values
+    do not change the time of a memory-bound pass, so random operands are used. Each is
     timed from memory (caches emptied before every repetition). Returns one dict per
     pass with ``pass``, ``MB`` (bytes it must move), ``ms`` and ``GB/s``.
     """
@@ -169,8 +169,10 @@ def engine_passes(
     n = counts.n_sequences
     A, At = counts.sparse_matrices(dtype)
     gen = torch.Generator().manual_seed(0)
-    # noqa: E731
-    rand = lambda *shape: torch.rand(*shape, generator=gen, dtype=dtype).to(device)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.rand(*shape, generator=gen, dtype=dtype).to(device)
+
     PW, X, Y, G = torch.stack((p, v)), rand(V, 2), rand(n, 2), rand(V, 2)
     out = torch.empty_like(E)
     e_bytes = V * d * item
@@ -203,8 +205,8 @@ def backend_times(
     repeats: int = 7,
 ) -> dict[str, float]:
     """Full-batch forward+backward time (s) with the compiled kernels and with their
-    torch twins (:func:`attnbook.engine.kernels.torch_only`); only the available backends are
-    timed."""
+    torch twins (:func:`attnbook.engine.kernels.torch_only`); only the available
+    backends are timed."""
     grad, _ = _gradient_and_step(params, counts, labels)
     device = params["E"].device
     out = {}

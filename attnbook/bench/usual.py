@@ -64,8 +64,8 @@ def restrict_vocabulary(
 ) -> tuple[TokenCounts, torch.Tensor]:
     """Keep only tokens with id below ``vocab_size`` (the most frequent ones when ids
     are assigned by decreasing document frequency, as in
-    :class:`attnbook.data.reviews.Vocabulary`); documents left empty are dropped with their
-    labels."""
+    :class:`attnbook.data.reviews.Vocabulary`); documents left empty are dropped with
+    their labels."""
     if not 1 <= vocab_size <= counts.vocab_size:
         raise ValueError(
             f"vocab_size must lie in [1, {counts.vocab_size}], got {vocab_size}"

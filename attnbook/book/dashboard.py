@@ -3,8 +3,8 @@
 :data:`CLAIMS` lists the claims C1-C7 of the paper (C6 and C7 split into their parts) in
 the book's words, with where each comes from and, where the book cannot verify a claim
 as the paper states it, why. :func:`claim_rows` joins them with the checks recorded by a
-run of the chapters (:mod:`attnbook.book.records`) into the rows of the claims dashboard on
-the landing page; PASS and FAIL are computed from the records, never typed.
+run of the chapters (:mod:`attnbook.book.records`) into the rows of the claims dashboard
+on the landing page; PASS and FAIL are computed from the records, never typed.
 """
 
 from __future__ import annotations
@@ -51,53 +51,66 @@ CLAIMS: tuple[Claim, ...] = (
         "C2",
         "After the step, E_s·p stays at the scale of the random initialization.",
         "paper, Lemma 4.2 (statement not available)",
-        caveat="Reconstructed: the book proves and checks its own statement, not the paper's.",
+        caveat=(
+            "Reconstructed: the book proves and checks its own statement, not the "
+            "paper's."
+        ),
     ),
     Claim(
         "C3",
         "Under Assumption 1, gradient flow on p with E frozen: ‖p‖ → ∞, attention "
-        "selects the important token of every sequence, p/‖p‖ → the max-margin direction.",
+        "selects the important token of every sequence, p/‖p‖ → the max-margin "
+        "direction.",
         "paper, Theorem 4.3 with Lemmas 4.4, 4.5",
-        caveat="Assumption 1 is reconstructed from the abstract and the reviews.",
+        caveat=("Assumption 1 is reconstructed from the abstract and the reviews."),
     ),
     Claim(
         "C4",
         "With several relevant tokens: a converging p selects at least one relevant "
-        "token per sequence; selecting all of them, its limit is their max-margin direction.",
+        "token per sequence; selecting all of them, its limit is their max-margin "
+        "direction.",
         "authors' answers to reviewers",
-        caveat="Partially relevant tokens are open in the paper; the book's checks on them "
-        "(partial_*) test its own prediction, not a statement of the paper.",
+        caveat=(
+            "Partially relevant tokens are open in the paper; the book's checks on them"
+            " (partial_*) test its own prediction, not a statement of the paper."
+        ),
     ),
     Claim(
         "C5",
         "Real data (IMDB, Yelp), all parameters trained: the bin average of E_s·v "
         "increases with P(1|s) − P(0|s); the bin average of E_s·p is U-shaped.",
         "paper, Section 5 figures",
-        caveat="The paper's synthetic data for this experiment (its Eq. 15) is not "
-        "recovered; the checks use IMDB and Yelp.",
+        caveat=(
+            "The paper's synthetic data for this experiment (its Eq. 15) is not "
+            "recovered; the checks use IMDB and Yelp."
+        ),
     ),
     Claim(
         "C6a",
         "Untrained embeddings (random E fixed, p and v trained) give a worse test "
         "accuracy and loss than training everything.",
         "authors' answers to reviewers",
-        caveat="The book asserts the training-loss gap; the test comparison (each model at its "
-        "best validation step, paired 95% intervals) is measured against the paper's "
-        "statement without assertion: in the book's runs it holds on IMDB and not on "
-        "Yelp (real-data chapter).",
+        caveat=(
+            "The book asserts the training-loss gap; the test comparison (each model at"
+            " its best validation step, paired 95% intervals) is measured against the "
+            "paper's statement without assertion: in the book's runs it holds on IMDB "
+            "and not on Yelp (real-data chapter)."
+        ),
     ),
     Claim(
         "C6b",
         "One step on E, then E frozen: the within-bin spread of E_s·v and E_s·p drops "
         "several-fold compared with training E to convergence.",
         "authors' answers to reviewers",
-        caveat="Measured against the paper's statement (ratio of spreads at most 1/2), not "
-        "asserted: with E frozen the scores grow with the "
-        "norms of p and v, which grow as long as the ablation trains (it leaves a long "
-        "plateau only after thousands of steps), so the spread ratio in the units of "
-        "the scores follows the training length; in the book's runs it is several-fold "
-        "smaller on IMDB and larger on Yelp, and relative to the scale of the scores it is not "
-        "smaller on either (real-data chapter).",
+        caveat=(
+            "Measured against the paper's statement (ratio of spreads at most 1/2), not"
+            " asserted: with E frozen the scores grow with the norms of p and v, which "
+            "grow as long as the ablation trains (it leaves a long plateau only after "
+            "thousands of steps), so the spread ratio in the units of the scores "
+            "follows the training length; in the book's runs it is several-fold smaller"
+            " on IMDB and larger on Yelp, and relative to the scale of the scores it is"
+            " not smaller on either (real-data chapter)."
+        ),
     ),
     Claim(
         "C7a",
@@ -120,7 +133,10 @@ CLAIMS: tuple[Claim, ...] = (
         "C7d",
         "Small embedding dimension: how much of the picture survives at practical d.",
         "question of the reviewers, not answered with data",
-        caveat="No statement of the paper to verify: the book reports its own measurements.",
+        caveat=(
+            "No statement of the paper to verify: the book reports its own "
+            "measurements."
+        ),
     ),
 )
 
@@ -272,7 +288,8 @@ def required_chapters(notebooks: dict[str, dict]) -> dict[str, str]:
         stem = docname.rsplit("/", 1)[-1]
         if name != stem:
             raise ValueError(
-                f"{docname}: start_chapter({name!r}) must name the notebook's stem {stem!r}"
+                f"{docname}: start_chapter({name!r}) must name the notebook's stem "
+                f"{stem!r}"
             )
         required[name] = docname
     return required

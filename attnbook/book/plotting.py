@@ -85,7 +85,8 @@ def plot_binned(
     v = np.asarray(values, dtype=np.float64)
     if x.shape != v.shape or x.ndim != 1:
         raise ValueError(
-            f"importance and values must be 1-D arrays of one length, got {x.shape}, {v.shape}"
+            f"importance and values must be 1-D arrays of one length, got {x.shape}, "
+            f"{v.shape}"
         )
     keep = np.isfinite(x) & np.isfinite(v)
     if not keep.any():

@@ -7,19 +7,13 @@ records the outcome.
 
 Records
     When the environment variable ``ATTNBOOK_RECORD_DIR`` names a folder, every chapter
-    writes
-    ``<folder>/<chapter>.json`` with every value it glued, every check (statistic,
-    threshold,
-    relation, claim, outcome), the seeds it used, its run time, the number of cells run
-    and
-    the software and hardware it ran on. The file is rewritten after every glue, check
-    and
-    executed cell, so it always describes the run so far. Without the variable nothing
-    is
-    written. The book build (``attnbook.book.sphinxext``) and ``scripts/test.sh`` set it; the
-    claims
-    dashboard and the page *Reproducing this book* are rendered from these records, and
-    the
+    writes ``<folder>/<chapter>.json`` with every value it glued, every check
+    (statistic, threshold, relation, claim, outcome), the seeds it used, its run time,
+    the number of cells run and the software and hardware it ran on. The file is
+    rewritten after every glue, check and executed cell, so it always describes the run
+    so far. Without the variable nothing is written. The book build
+    (``attnbook.book.sphinxext``) and ``scripts/test.sh`` set it; the claims dashboard
+    and the page *Reproducing this book* are rendered from these records, and the
     records of two executions are compared number by number (:func:`compare_records`).
 """
 
@@ -93,7 +87,7 @@ VOLATILE: set[str] = set()  # glued names whose values differ between runs (timi
 
 _RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
 
-#: What a check is for. Only ``evidence`` counts toward a claim's status on the dashboard.
+#: What a check is for. Only ``evidence`` counts toward a claim's status.
 ROLES = {
     "evidence": "evidence for a claim, in the regime the claim states",
     "identity": "an implementation identity (two computations of one quantity agree)",
@@ -112,7 +106,8 @@ def start_record(name: str) -> None:
     """
     if not isinstance(name, str) or not name:
         raise ValueError(
-            "chapter name must be a non-empty string, e.g. start_chapter('01_setup', seed=0)"
+            "chapter name must be a non-empty string, e.g. start_chapter('01_setup', "
+            "seed=0)"
         )
     if any(c in name for c in "/\\") or name.startswith("."):
         raise ValueError(
@@ -286,7 +281,8 @@ def check(
         name, value, threshold, relation, claim, result, volatile, True, role
     )
     assert passed, (
-        f"check {name!r} failed: measured {value:.6g}, required {relation} {threshold:.6g}"
+        f"check {name!r} failed: measured {value:.6g}, required {relation} "
+        f"{threshold:.6g}"
     )
     return float(value)
 
@@ -419,7 +415,8 @@ def load_records(folder: str | os.PathLike) -> dict[str, dict]:
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(
-            f"no record folder {folder}: run the chapters with {RECORD_DIR_ENV}={folder} set "
+            f"no record folder {folder}: run the chapters with "
+            f"{RECORD_DIR_ENV}={folder} set "
             f"(scripts/test.sh and scripts/build-book.sh do)"
         )
     records = {}
@@ -459,7 +456,7 @@ def compare_records(a: dict[str, dict], b: dict[str, dict]) -> list[str]:
                     f"{chapter}: {key!r} differs: {ga[key]!r} vs {gb[key]!r}"
                 )
 
-        def fixed(c: dict) -> tuple:
+        def fixed(c: dict, vol: set = vol) -> tuple:
             return (
                 c["name"],
                 None if c["name"] in vol else c["value"],

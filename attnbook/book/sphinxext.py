@@ -4,9 +4,9 @@ build's records.
 Loaded through ``sphinx.extra_extensions`` in ``_config.yml``. At the start of a build
 it points ``ATTNBOOK_RECORD_DIR`` at ``<build folder>/records/book`` (emptied first) and
 sets a fresh ``ATTNBOOK_RUN_ID``, so every chapter that MyST-NB executes records its
-glued numbers and checks there (:mod:`attnbook.book.records`); it also marks every document
-for re-reading, so every chapter runs in every build. After all chapters ran, when pages
-are written, it replaces
+glued numbers and checks there (:mod:`attnbook.book.records`); it also marks every
+document for re-reading, so every chapter runs in every build. After all chapters ran,
+when pages are written, it replaces
 
 - ``{claims-dashboard}`` (landing page) by the table of claims C1-C7 with the checks
   that verify them, PASS / FAIL computed from the records;
@@ -19,11 +19,10 @@ raised: the dashboard never shows stale or partial numbers.
 
 Order of execution: MyST-NB executes a notebook while Sphinx *reads* it (in sorted
 docname order, so ``chapters/...`` before ``intro``), and the two tables are built only
-when pages are
-*written*, which starts after every document has been read. The order in which pages are
-read therefore does not matter. The book needs ``execute_notebooks: force``: with
-``cache`` a chapter whose cached outputs are reused does not run and leaves no record,
-and the build stops.
+when pages are *written*, which starts after every document has been read. The order in
+which pages are read therefore does not matter. The book needs ``execute_notebooks:
+force``: with ``cache`` a chapter whose cached outputs are reused does not run and
+leaves no record, and the build stops.
 """
 
 from __future__ import annotations
@@ -127,8 +126,10 @@ def _build_records(app) -> dict[str, dict]:
     missing = sorted(set(required) - set(records))
     if missing:
         raise ExtensionError(
-            f"no record of this build for the chapter(s) {missing} in {_record_dir(app)}: they "
-            f"were not executed by this build, or did not reach start_chapter. The claims "
+            f"no record of this build for the chapter(s) {missing} in "
+            f"{_record_dir(app)}: they "
+            "were not executed by this build, or did not reach start_chapter. The "
+            "claims "
             f"dashboard refuses to show stale or partial results."
         )
     for name, record in records.items():
@@ -331,7 +332,8 @@ def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
         f"This build: {n_pass} claims PASS ({n_part} of them only in part, see their "
         f"caveats), {n_not} NOT REPRODUCED, {n_fail} FAIL, {n_open} not checked; "
         f"{n_passed} of {n_checks} checks passed in {len(records)} chapters, and "
-        f"{sum(c['passed'] for c in compared)} of {len(compared)} statements of the paper "
+        f"{sum(c['passed'] for c in compared)} of {len(compared)} statements of the "
+        "paper "
         f"measured without assertion held "
         f"(built {app.env.attnbook_build_started} UTC)."
     )
@@ -351,7 +353,8 @@ def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
             items += nodes.list_item(
                 "",
                 _text_para(
-                    f"{tag}: {ok} of {len(checks)} checks passed ({', '.join(chapters)})"
+                    f"{tag}: {ok} of {len(checks)} checks passed "
+                    f"({', '.join(chapters)})"
                 ),
             )
         out += [_text_para("Further checks, not tied to one claim:"), items]

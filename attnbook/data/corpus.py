@@ -2,16 +2,15 @@
 ratings.
 
 :func:`prepare_reviews` loads a dataset through
-:func:`attnbook.data.reviews.load_reviews`,
-builds the vocabulary on the *training* split (tokens with document frequency at least
-``min_df``, see :mod:`attnbook.data.reviews`), encodes both splits, drops the documents
-left without an in-vocabulary token, and returns a :class:`ReviewCorpus` whose labels,
-star ratings and (test) texts are aligned with the kept documents.
-:func:`build_review_corpus` does the same from texts and labels already in memory (used
-by the tests and by anyone with their own data).
-:func:`split_validation` carves a seeded, stratified validation set out of the training
-split (the models are fitted on the rest and the validation loss chooses the reported
-step).
+:func:`attnbook.data.reviews.load_reviews`, builds the vocabulary on the *training*
+split (tokens with document frequency at least ``min_df``, see
+:mod:`attnbook.data.reviews`), encodes both splits, drops the documents left without an
+in-vocabulary token, and returns a :class:`ReviewCorpus` whose labels, star ratings and
+(test) texts are aligned with the kept documents. :func:`build_review_corpus` does the
+same from texts and labels already in memory (used by the tests and by anyone with their
+own data). :func:`split_validation` carves a seeded, stratified validation set out of
+the training split (the models are fitted on the rest and the validation loss chooses
+the reported step).
 """
 
 from __future__ import annotations
@@ -53,14 +52,13 @@ class ReviewCorpus:
     vocabulary:
         the :class:`~attnbook.data.reviews.Vocabulary` built on the training texts.
     train, test:
-        :class:`~attnbook.engine.counts.TokenCounts` of the kept documents of each split.
+        the :class:`~attnbook.engine.counts.TokenCounts` of the kept documents.
     train_labels, test_labels:
         ``(n,)`` int64 NumPy arrays of labels in ``{-1, +1}``, aligned with ``train`` /
         ``test``.
     train_stars, test_stars:
         ``(n,)`` int64 star ratings aligned with the kept documents (IMDB 1-10, Yelp
-        1-5), or
-        ``None`` when the data has none.
+        1-5), or ``None`` when the data has none.
     test_texts:
         the raw texts of the kept test documents (for highlighting).
     train_kept, test_kept:
@@ -68,15 +66,12 @@ class ReviewCorpus:
     n_documents, n_tokens, n_dropped_tokens:
         per split (``{"train": ..., "test": ...}``): documents before dropping, token
         occurrences, and occurrences dropped because they are outside the vocabulary (of
-        the
-        whole training split, also after :func:`split_validation`).
+        the whole training split, also after :func:`split_validation`).
     validation, validation_labels, validation_kept:
         ``None``, or after :func:`split_validation` the held-out part of the training
-        split:
-        its counts, +-1 labels and row numbers in the original training split.
-        ``train``,
-        ``train_labels``, ``train_stars`` and ``train_kept`` then hold the remaining
-        rows.
+        split: its counts, +-1 labels and row numbers in the original training split.
+        ``train``, ``train_labels``, ``train_stars`` and ``train_kept`` then hold the
+        remaining rows.
     """
 
     name: str
@@ -204,7 +199,8 @@ def build_review_corpus(
     y_test = signed_from_binary(test_labels01, "test_labels01")
     if y_train.size != len(train_texts) or y_test.size != len(test_texts):
         raise ValueError(
-            f"labels and texts differ in length: train {y_train.size} vs {len(train_texts)}, "
+            f"labels and texts differ in length: train {y_train.size} vs "
+            f"{len(train_texts)}, "
             f"test {y_test.size} vs {len(test_texts)}"
         )
     stars_train = _optional(train_stars, len(train_texts), "train_stars")
@@ -237,8 +233,8 @@ def build_review_corpus(
 
 
 def prepare_reviews(name: str, min_df: int) -> ReviewCorpus:
-    """Load ``imdb`` or ``yelp`` (see :func:`attnbook.data.reviews.load_reviews`) and encode
-    both splits.
+    """Load ``imdb`` or ``yelp`` (see :func:`attnbook.data.reviews.load_reviews`) and
+    encode both splits.
 
     The star rating (``rating`` for IMDB, ``stars`` for Yelp) is kept when the data has
     it. Yelp's 3-star reviews are already dropped by the loader; its classes stay
@@ -281,7 +277,8 @@ def split_validation(
         raise ValueError(f"fraction must be in (0, 1), got {fraction}")
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
-            "rng must be a numpy.random.Generator (see attnbook.runtime.seed_everything)"
+            "rng must be a numpy.random.Generator (see "
+            "attnbook.runtime.seed_everything)"
         )
     y = corpus.train_labels
     held = []

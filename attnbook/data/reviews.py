@@ -3,32 +3,24 @@
 Loading
     :func:`load_reviews` reads ``imdb`` or ``yelp`` from a local parquet mirror when the
     environment variable ``ATTNBOOK_DATA_DIR`` names one (files
-    ``<name>/<split>.parquet``),
-    and from the Hugging Face hub otherwise. Either way it returns a
-    ``datasets.Dataset`` with
-    a ``text`` column and an integer ``label`` column (0 = negative, 1 = positive), plus
-    the
-    star ``rating`` (IMDB, 1-10, mirror only) or ``stars`` (Yelp, 1-5). Yelp polarity
-    follows
-    the usual rule: 4-5 stars positive, 1-2 stars negative, 3-star reviews dropped.
+    ``<name>/<split>.parquet``), and from the Hugging Face hub otherwise. Either way it
+    returns a ``datasets.Dataset`` with a ``text`` column and an integer ``label``
+    column (0 = negative, 1 = positive), plus the star ``rating`` (IMDB, 1-10, mirror
+    only) or ``stars`` (Yelp, 1-5). Yelp polarity follows the usual rule: 4-5 stars
+    positive, 1-2 stars negative, 3-star reviews dropped.
 
 Tokenization rule (:func:`tokenize`)
     lower-case the text, replace the HTML line breaks ``<br />`` of IMDB by spaces, and
-    take as
-    tokens the maximal runs of letters ``a-z``, optionally followed by one apostrophe
-    and more
-    letters (``don't``, ``film's``). Digits, punctuation and other characters separate
-    tokens.
+    take as tokens the maximal runs of letters ``a-z``, optionally followed by one
+    apostrophe and more letters (``don't``, ``film's``). Digits, punctuation and other
+    characters separate tokens.
 
 Vocabulary rule (:class:`Vocabulary`)
     the tokens of the *training* split whose document frequency (number of training
-    documents
-    that contain them) is at least ``min_df``; ids are assigned by decreasing document
-    frequency,
-    ties broken alphabetically. Encoding drops tokens outside the vocabulary and reports
-    how
-    many it dropped; documents left with no token are reported and removed only when
-    asked.
+    documents that contain them) is at least ``min_df``; ids are assigned by decreasing
+    document frequency, ties broken alphabetically. Encoding drops tokens outside the
+    vocabulary and reports how many it dropped; documents left with no token are
+    reported and removed only when asked.
 """
 
 from __future__ import annotations
@@ -68,9 +60,12 @@ class DatasetUnavailableError(RuntimeError):
 
 def _how_to_get(name: str) -> str:
     return (
-        f"To get '{name}': either (1) download the parquet files once and point the environment "
-        f"variable {DATA_DIR_ENV} at their folder, laid out as <folder>/{name}/train.parquet and "
-        f"<folder>/{name}/test.parquet; or (2) unset {DATA_DIR_ENV} on a machine that can reach "
+        f"To get '{name}': either (1) download the parquet files once and point the "
+        "environment "
+        f"variable {DATA_DIR_ENV} at their folder, laid out as "
+        f"<folder>/{name}/train.parquet and "
+        f"<folder>/{name}/test.parquet; or (2) unset {DATA_DIR_ENV} on a machine that "
+        "can reach "
         f"the Hugging Face hub ('{_HUB_IDS[name]}')."
     )
 
@@ -101,7 +96,8 @@ def _from_mirror(name: str, split: str, folder: Path):
         ds = datasets.Dataset.from_parquet(str(path), keep_in_memory=True)
     except Exception as err:  # pyarrow raises several types for a damaged file
         raise DatasetUnavailableError(
-            f"could not read {path} as parquet ({type(err).__name__}: {err}); the file is "
+            f"could not read {path} as parquet ({type(err).__name__}: {err}); the "
+            "file is "
             f"damaged or not parquet. Replace it with a fresh copy. "
             + _how_to_get(name)
         ) from err

@@ -12,10 +12,9 @@ Within a quadruple, ``a`` occurs once in a positive sequence (with ``not_b``) an
 in a negative one (with ``b``), both of the same length; the same holds for ``not_a``,
 ``b``, ``not_b``, and every neutral token occurs equally often in two positive and two
 negative sequences of the same length. Hence every average signed frequency ``alpha_s``
-is
-*exactly*
-zero (:func:`attnbook.theory.frequency.average_signed_frequency` returns zeros up to rounding),
-and so is every first-order statistic of the form ``sum_i y_i phi(n_s(X_i), T_i)``.
+is *exactly* zero (:func:`attnbook.theory.frequency.average_signed_frequency` returns
+zeros up to rounding), and so is every first-order statistic of the form ``sum_i y_i
+phi(n_s(X_i), T_i)``.
 """
 
 from __future__ import annotations
@@ -44,7 +43,8 @@ class XorSpec:
             raise ValueError(f"n_neutral must be positive, got {self.n_neutral}")
         if self.length < 3:
             raise ValueError(
-                f"length must be at least 3 (two signal tokens and a filler), got {self.length}"
+                "length must be at least 3 (two signal tokens and a filler), got "
+                f"{self.length}"
             )
 
     @property

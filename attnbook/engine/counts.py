@@ -40,7 +40,8 @@ def _as_int_array(seq: object, index: int) -> np.ndarray:
                 arr = arr.astype(np.int64)
             else:
                 raise ValueError(
-                    f"sequence {index} has dtype {arr.dtype}; token ids must be integers"
+                    f"sequence {index} has dtype {arr.dtype}; token ids must be "
+                    "integers"
                 )
     if arr.ndim != 1:
         raise ValueError(f"sequence {index} must be 1-D, got shape {tuple(arr.shape)}")
@@ -74,7 +75,8 @@ def validate_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi
             raise ValueError(
-                f"sequence {i} holds token id {bad}, outside the vocabulary [0, {vocab_size})"
+                f"sequence {i} holds token id {bad}, outside the vocabulary [0, "
+                f"{vocab_size})"
             )
     return arrays
 

@@ -2,8 +2,7 @@
 
 The count engine spends its time in passes over memory of four kinds (see
 ``count_kernels.c``; one gradient makes five: the count product runs forward and, with
-the transpose,
-backward):
+the transpose, backward):
 
 - :func:`scores` -- ``E @ P.T`` for a thin ``(J, d)`` ``P``: one read of ``E``;
 - :func:`weighted_rows` -- ``G.T @ E`` for a thin ``(V, J)`` ``G``: one read of ``E``;

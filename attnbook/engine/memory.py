@@ -68,7 +68,7 @@ _GRAD_BUFFERS: dict[tuple, torch.Tensor] = {}  # insertion order = order of last
 _GRAD_BUFFER_BYTES = 2**28  # kept in all; the most recent block is always kept
 
 
-#: Whether :func:`gradient_buffer` can tell free memory from held memory (and so reuse it).
+#: Whether :func:`gradient_buffer` can tell free memory from held memory (and reuse it).
 REUSES_MEMORY = _FREE_REFS is not None
 
 

@@ -72,9 +72,8 @@ def class_importance(
     counts: TokenCounts, classes: object, n_classes: int
 ) -> np.ndarray:
     """``(V, K)`` one-vs-rest importance: column ``k`` is
-    :func:`attnbook.experiments.importance.token_importance`
-    (class-balanced) with class ``k`` as the positive class and all other classes as
-    negative."""
+    :func:`attnbook.experiments.importance.token_importance` (class-balanced) with class
+    ``k`` as the positive class and all other classes as negative."""
     y = np.asarray(classes)
     if y.ndim != 1 or y.size != counts.n_sequences:
         raise ValueError("classes must be a 1-D array with one class id per sequence")

@@ -3,43 +3,34 @@ intervals.
 
 Token importance (:func:`token_importance`)
     For a token ``s`` let ``N_+(s)`` and ``N_-(s)`` be the numbers of positive and
-    negative
-    *training documents that contain* ``s`` (a document counts once however often ``s``
-    occurs
-    in it). The importance is the difference of the label posteriors given that ``s``
-    occurs,
+    negative *training documents that contain* ``s`` (a document counts once however
+    often ``s`` occurs in it). The importance is the difference of the label posteriors
+    given that ``s`` occurs,
 
         I(s) = P(1 | s) - P(0 | s)  in [-1, 1].
 
-    With ``balanced=False`` the posteriors are the empirical ones,
-    ``P(1 | s) = N_+(s) / (N_+(s) + N_-(s))``, so ``I(s) = (N_+ - N_-) / (N_+ + N_-)``.
-    On an
-    imbalanced corpus these posteriors inherit the class prior: a token that is equally
-    common
-    in both classes gets ``I(s) = 2 pi - 1`` rather than 0 (``pi`` the positive
-    fraction). With
-    ``balanced=True`` (the default) each class is reweighted by the inverse of its size,
-    i.e. the
-    posteriors are computed as if both classes were equally frequent:
+    With ``balanced=False`` the posteriors are the empirical ones, ``P(1 | s) = N_+(s) /
+    (N_+(s) + N_-(s))``, so ``I(s) = (N_+ - N_-) / (N_+ + N_-)``. On an imbalanced
+    corpus these posteriors inherit the class prior: a token that is equally common in
+    both classes gets ``I(s) = 2 pi - 1`` rather than 0 (``pi`` the positive fraction).
+    With ``balanced=True`` (the default) each class is reweighted by the inverse of its
+    size, i.e. the posteriors are computed as if both classes were equally frequent:
 
         I(s) = (r_+ - r_-) / (r_+ + r_-),   r_+ = N_+(s) / n_+,  r_- = N_-(s) / n_-,
 
     where ``n_+``, ``n_-`` are the class sizes. A token with the same document frequency
-    in
-    both classes then has importance 0 and the sign of ``I`` says which class the token
-    favours.
-    On a balanced corpus (``n_+ = n_-``) the two definitions coincide exactly.
+    in both classes then has importance 0 and the sign of ``I`` says which class the
+    token favours. On a balanced corpus (``n_+ = n_-``) the two definitions coincide
+    exactly.
 
 Binned statistics (:func:`bin_statistics`, :func:`within_bin_spread`)
     ``[lo, hi]`` is cut into ``n_bins`` equal bins (the last one closed on the right);
-    for each
-    bin the number of tokens, the mean and the standard deviation of a per-token
-    quantity.
+    for each bin the number of tokens, the mean and the standard deviation of a
+    per-token quantity.
 
 Rank correlations (:func:`spearman`, :func:`bootstrap_rank_correlation`)
     Spearman's rank correlation, with a percentile bootstrap interval obtained by
-    resampling
-    *tokens* with replacement.
+    resampling *tokens* with replacement.
 
 The figures of binned scores are :func:`attnbook.book.plotting.plot_binned` and
 :func:`attnbook.book.plotting.plot_binned_scores`.
@@ -269,7 +260,8 @@ def bootstrap_rank_correlation(
         raise ValueError(f"level must be in (0, 1), got {level}")
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
-            "rng must be a numpy.random.Generator (see attnbook.runtime.seed_everything)"
+            "rng must be a numpy.random.Generator (see "
+            "attnbook.runtime.seed_everything)"
         )
     n = xs.size
     reps = np.empty(n_boot)

@@ -118,9 +118,9 @@ def token_scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.nda
 
 
 def history_frame(history: History) -> pd.DataFrame:
-    """The evaluation records of a :class:`~attnbook.models.training.History` as a long DataFrame
-    with columns ``step``, ``split`` (train / val / test), ``metric`` (loss / accuracy /
-    ...) and ``value``."""
+    """The evaluation records of a :class:`~attnbook.models.training.History` as a long
+    DataFrame with columns ``step``, ``split`` (train / val / test), ``metric`` (loss /
+    accuracy / ...) and ``value``."""
     rows = []
     for key, values in history.metrics.items():
         split, _, metric = key.partition("_")
@@ -168,7 +168,8 @@ class ReviewExperimentConfig:
     def __post_init__(self) -> None:
         if self.steps_one_step_head is not None and self.steps_one_step_head < 0:
             raise ValueError(
-                f"steps_one_step_head must be non-negative, got {self.steps_one_step_head}"
+                "steps_one_step_head must be non-negative, got "
+                f"{self.steps_one_step_head}"
             )
         unknown = set(self.run_to_cap) - {"full", "random_E", "one_step_head"}
         if unknown:
@@ -217,9 +218,9 @@ def run_review_experiment(
 ) -> ReviewExperiment:
     """Initialize once and train the four models of :class:`ReviewExperiment`.
 
-    The initialization is :func:`attnbook.models.training.init_parameters` with unit scale for
-    ``p`` and ``v``; ``E^0`` is the same draw multiplied by ``config.init_scale``. The
-    single step is
+    The initialization is :func:`attnbook.models.parameters.init_parameters` with unit
+    scale for ``p`` and ``v``; ``E^0`` is the same draw multiplied by
+    ``config.init_scale``. The single step is
     :func:`attnbook.theory.one_step.one_gradient_step` (exact full-batch gradient of the
     logistic loss on ``corpus.train``); all training goes through
     :func:`train_on_reviews`.
@@ -328,8 +329,7 @@ def pick_examples(
     """Rows of three instructive short documents (at most ``max_length`` tokens): the
     most confidently correct positive, the most confidently correct negative, and the
     most confidently misclassified one. ``outputs`` are the model outputs ``f``,
-    ``labels``
-    +-1."""
+    ``labels`` +-1."""
     f = np.asarray(outputs, dtype=np.float64)
     y = np.asarray(labels)
     short = np.asarray(lengths) <= max_length

@@ -8,9 +8,10 @@ Two implementations that agree to rounding error:
   one embedding per position, mask, softmax over positions. It is the reference for the
   tests.
 - :func:`count_attention_output` -- the count engine. Because ``f`` depends on a
-  sequence only through its token counts (:class:`attnbook.engine.counts.TokenCounts`), it
-  computes the two scores ``E @ [p, v]`` once per *vocabulary* entry and then works on
-  the ``nnz`` stored counts. Its gradient with respect to ``E`` has rank two, ``G_p p^T
+  sequence only through its token counts (:class:`attnbook.engine.counts.TokenCounts`),
+  it computes the two scores ``E @ [p, v]`` once per *vocabulary* entry and then works
+  on the ``nnz`` stored counts. Its gradient with respect to ``E`` has rank two, ``G_p
+  p^T
   + G_v v^T``.
 
 :func:`attention_output` is the public entry point; it validates its inputs and uses the
@@ -200,8 +201,7 @@ def attention_output(
         ``E``.
     sequences:
         a list of 1-D integer arrays or tensors of token ids in ``[0, V)`` (none empty),
-        or a
-        :class:`~attnbook.engine.counts.TokenCounts` built for ``V`` tokens.
+        or a :class:`~attnbook.engine.counts.TokenCounts` built for ``V`` tokens.
 
     Differentiable in ``E``, ``p`` and ``v``. Raises ``ValueError`` on malformed input.
     """

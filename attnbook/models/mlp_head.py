@@ -1,16 +1,16 @@
 """The one-layer attention model with an MLP head after the softmax.
 
     z(X) = sum_s pi_s(X) E_s,          pi_s(X) = n_s(X) exp(p . E_s) / sum_t n_t(X)
-    exp(p . E_t),
-    f(X) = v . relu(A z(X) + c),       A in R^{d x d}, c in R^d  (hidden width d).
+    exp(p . E_t), f(X) = v . relu(A z(X) + c),       A in R^{d x d}, c in R^d  (hidden
+    width d).
 
 The attention part is exactly the one-layer model's; only the linear head ``z -> z . v``
 is replaced by a one-hidden-layer ReLU network whose last layer is ``v``. ``f`` is still
 a function of the bag of tokens: :func:`pooled_embedding` computes ``z`` for a whole
 corpus as one sparse ``(n, V) x (V, d)`` product with the attention weights as the
-sparse entries.
-:func:`token_value_scores` gives ``g_s = v . relu(A E_s + c)``, the output on a sequence
-made of token ``s`` alone, which is what ``E_s . v`` is in the linear model.
+sparse entries. :func:`token_value_scores` gives ``g_s = v . relu(A E_s + c)``, the
+output on a sequence made of token ``s`` alone, which is what ``E_s . v`` is in the
+linear model.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ def check_mlp_parameters(params: dict[str, torch.Tensor]) -> None:
 def mlp_head_layout(
     vocab_size: int, dim: int, scale: float
 ) -> dict[str, tuple[tuple[int, ...], float]]:
-    """``E``, ``p``, ``v`` as in :func:`attnbook.models.training.one_layer_layout`, ``A`` (d, d)
-    with std ``sqrt(2/d)`` (He initialization, so ``relu(A x)`` keeps about the norm of
-    ``x``) and ``c`` (d,) zero."""
+    """``E``, ``p``, ``v`` as in :func:`attnbook.models.parameters.one_layer_layout`,
+    ``A`` (d, d) with std ``sqrt(2/d)`` (He initialization, so ``relu(A x)`` keeps about
+    the norm of ``x``) and ``c`` (d,) zero."""
     return {
         **one_layer_layout(vocab_size, dim, scale),
         "A": ((dim, dim), math.sqrt(2.0 / dim)),
@@ -67,8 +67,8 @@ def mlp_head_layout(
 
 
 def init_mlp_head(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
-    """:func:`attnbook.models.training.init_parameters` with :func:`mlp_head_layout` (same
-    ``options``)."""
+    """:func:`attnbook.models.parameters.init_parameters` with :func:`mlp_head_layout`
+    (same ``options``)."""
     return init_parameters(vocab_size, dim, layout=mlp_head_layout, **options)
 
 

@@ -29,7 +29,8 @@ def multiclass_layout(
     vocab_size: int, dim: int, scale: float, *, n_classes: int
 ) -> dict[str, tuple[tuple[int, ...], float]]:
     """The K-class model: ``E`` (V, d), ``p`` (d,) and ``W`` (d, K), all with std
-    ``scale / sqrt(d)`` (a layout for :func:`attnbook.models.parameters.init_parameters`)."""
+    ``scale / sqrt(d)`` (a layout for
+    :func:`attnbook.models.parameters.init_parameters`)."""
     if n_classes < 2:
         raise ValueError(f"n_classes must be at least 2, got {n_classes}")
     std = scale / dim**0.5
@@ -96,7 +97,8 @@ def as_class_labels(
         raise ValueError(f"{y.numel()} labels for {n} sequences: lengths must match")
     if int(y.min()) < 0 or int(y.max()) >= n_classes:
         raise ValueError(
-            f"class ids must lie in [0, {n_classes}), found {int(y.min())}..{int(y.max())}"
+            f"class ids must lie in [0, {n_classes}), found "
+            f"{int(y.min())}..{int(y.max())}"
         )
     return y.to(torch.int64)
 

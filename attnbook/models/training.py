@@ -137,7 +137,8 @@ def fit(
             if keep_best is not None:
                 if keep_best not in values:
                     raise ValueError(
-                        f"keep_best={keep_best!r} is not among the evaluated metrics {sorted(values)}"
+                        f"keep_best={keep_best!r} is not among the evaluated metrics "
+                        f"{sorted(values)}"
                     )
                 value = float(values[keep_best])
                 if history.best_value is None or value < history.best_value:
@@ -172,9 +173,10 @@ def fit(
 def plateau_stop(
     rel_tol: float = 0.01, window: int = 5, key: str = "train_loss"
 ) -> Callable[[History], bool]:
-    """Stopping rule for :func:`attnbook.models.training.fit`: stop once the recorded ``key`` (by
-    default the training loss at the evaluation steps) fell by less than ``rel_tol``
-    (relative) over the last ``window`` evaluations (``window * eval_every`` steps)."""
+    """Stopping rule for :func:`attnbook.models.training.fit`: stop once the recorded
+    ``key`` (by default the training loss at the evaluation steps) fell by less than
+    ``rel_tol`` (relative) over the last ``window`` evaluations (``window * eval_every``
+    steps)."""
     if not 0 < rel_tol < 1:
         raise ValueError(f"rel_tol must be in (0, 1), got {rel_tol}")
     if window < 1:

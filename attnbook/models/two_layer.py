@@ -9,8 +9,7 @@ residual)
 
     The query is the position's embedding, the keys and values are the embeddings of the
     tokens of ``X`` (the ``<cls>`` token does not take part in this layer), and the
-    residual
-    connection adds the position's own embedding.
+    residual connection adds the position's own embedding.
 
 Layer 2 (the ``<cls>`` query, key-query matrix ``W2``, linear head ``v``)
 
@@ -19,14 +18,14 @@ Layer 2 (the ``<cls>`` query, key-query matrix ``W2``, linear head ``v``)
 
 Every position holding the same token gets the same ``h_s``, so ``f`` is still a
 function of the bag of tokens. :func:`two_layer_output` uses this: for every sequence it
-attends over its
-*distinct* tokens weighted by their counts, and, because layer 2 needs only the two
-scalars ``h_s . q`` (``q = W2 p``) and ``h_s . v``, it never forms ``h_s`` itself: with
-``u_t = E_t . q``, ``h_s . q = u_s + sum_t pi1_{t|s} u_t``. The only ``d``-dimensional
-work per pair of distinct tokens is the layer-1 score. Sequences are sorted by their
-number of distinct tokens and cut into padded blocks (:class:`PairBlocks`, built once
-per corpus) so that the work is batched matrix products. :func:`dense_two_layer_output`
-is the textbook per-position computation, kept as the reference for the tests.
+attends over its *distinct* tokens weighted by their counts, and, because layer 2 needs
+only the two scalars ``h_s . q`` (``q = W2 p``) and ``h_s . v``, it never forms ``h_s``
+itself: with ``u_t = E_t . q``, ``h_s . q = u_s + sum_t pi1_{t|s} u_t``. The only
+``d``-dimensional work per pair of distinct tokens is the layer-1 score. Sequences are
+sorted by their number of distinct tokens and cut into padded blocks
+(:class:`PairBlocks`, built once per corpus) so that the work is batched matrix
+products. :func:`dense_two_layer_output` is the textbook per-position computation, kept
+as the reference for the tests.
 """
 
 from __future__ import annotations
@@ -73,17 +72,17 @@ def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
 def two_layer_layout(
     vocab_size: int, dim: int, scale: float
 ) -> dict[str, tuple[tuple[int, ...], float]]:
-    """``E`` as in :func:`attnbook.models.training.one_layer_layout`, then ``W1``, ``W2`` (d, d)
-    with std ``1/sqrt(d)`` (so ``W x`` has about the norm of ``x``), then ``p``, ``v``
-    (d,)."""
+    """``E`` as in :func:`attnbook.models.parameters.one_layer_layout`, then ``W1``,
+    ``W2`` (d, d) with std ``1/sqrt(d)`` (so ``W x`` has about the norm of ``x``), then
+    ``p``, ``v`` (d,)."""
     one = one_layer_layout(vocab_size, dim, scale)
     w = ((dim, dim), 1 / math.sqrt(dim))
     return {"E": one["E"], "W1": w, "W2": w, "p": one["p"], "v": one["v"]}
 
 
 def init_two_layer(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
-    """:func:`attnbook.models.training.init_parameters` with :func:`two_layer_layout` (same
-    ``options``)."""
+    """:func:`attnbook.models.parameters.init_parameters` with :func:`two_layer_layout`
+    (same ``options``)."""
     return init_parameters(vocab_size, dim, layout=two_layer_layout, **options)
 
 
@@ -188,7 +187,8 @@ def two_layer_output(
         blocks = sequences
         if blocks.vocab_size != E.shape[0]:
             raise ValueError(
-                f"blocks were built for {blocks.vocab_size} tokens, but E has {E.shape[0]} rows"
+                f"blocks were built for {blocks.vocab_size} tokens, but E has "
+                f"{E.shape[0]} rows"
             )
     else:
         blocks = pair_blocks(as_token_counts(sequences, E.shape[0]))

@@ -2,20 +2,19 @@
 ``v`` frozen.
 
 The loss is ``L(p) = (1/n) sum_i log(1 + exp(-y_i f_i(p)))`` with ``f_i`` the attention
-output of :mod:`attnbook.models.attention`. Along the flow ``||p(t)||`` grows like ``log t`` and
-the gradient decays like ``1/t``, so plain gradient descent with a fixed step needs
-about ``e^k`` steps to reach ``||p|| ~ k``. :func:`gradient_flow` therefore integrates
-in *logarithmic time*: with ``tau = log(1 + t / t0)`` the flow reads ``dp/dtau = -(t0 +
-t) grad L(p)``, whose right-hand side stays of order one, and explicit Euler steps of
-constant size ``dtau`` reach ``t = e^k`` in ``O(k / dtau)`` steps. Each step is a plain
-gradient step with step size ``h = dtau (t0 + t)``, proportional to the elapsed time. A
-step that would increase the loss is rejected and ``dtau`` halved (the step left the
-region where Euler tracks the flow).
+output of :mod:`attnbook.models.attention`. Along the flow ``||p(t)||`` grows like ``log
+t`` and the gradient decays like ``1/t``, so plain gradient descent with a fixed step
+needs about ``e^k`` steps to reach ``||p|| ~ k``. :func:`gradient_flow` therefore
+integrates in *logarithmic time*: with ``tau = log(1 + t / t0)`` the flow reads
+``dp/dtau = -(t0 + t) grad L(p)``, whose right-hand side stays of order one, and
+explicit Euler steps of constant size ``dtau`` reach ``t = e^k`` in ``O(k / dtau)``
+steps. Each step is a plain gradient step with step size ``h = dtau (t0 + t)``,
+proportional to the elapsed time. A step that would increase the loss is rejected and
+``dtau`` halved (the step left the region where Euler tracks the flow).
 
 Numerical stability at large ``||p||``: the softmax is shifted by the per-sequence
-maximum score (as in :mod:`attnbook.models.attention`), and the loss and its gradient are computed
-*relative to
-the top-scoring token* ``r_i`` of each sequence:
+maximum score (as in :mod:`attnbook.models.attention`), and the loss and its gradient
+are computed *relative to the top-scoring token* ``r_i`` of each sequence:
 
     f_i - b_{r_i} = sum_s pi_s (b_s - b_{r_i}),
     d f_i / d a_s = pi_s ((b_s - b_{r_i}) - (f_i - b_{r_i})),
@@ -319,10 +318,9 @@ def gradient_flow(
     times log-spaced between ``t0`` and ``e^{log_t_max}`` (plus the end). ``selected``
     (one token id or a collection per sequence), when given, makes the path record the
     attention mass on those tokens; ``direction``, when given, records ``-grad L .
-    direction / (||grad L||
-    ||direction||)``
-    at every checkpoint (the alignment of the flow's velocity with that direction).
-    Deterministic; runs on ``E``'s device in float64.
+    direction / (||grad L|| ||direction||)`` at every checkpoint (the alignment of the
+    flow's velocity with that direction). Deterministic; runs on ``E``'s device in
+    float64.
     """
     if not dtau > 0:
         raise ValueError(f"dtau must be positive, got {dtau}")
@@ -365,7 +363,8 @@ def gradient_flow(
     while t < t_end:
         if steps + rejected >= max_steps:
             raise RuntimeError(
-                f"gradient_flow: {max_steps} steps reached at t = {t:.3g} (log t = {np.log(t):.2f})"
+                f"gradient_flow: {max_steps} steps reached at t = {t:.3g} (log t = "
+                f"{np.log(t):.2f})"
             )
         h = min(dtau * (t0 + t), t_end - t) if t_end - t > 0 else 0.0
         p_new = st.p - h * st.grad
@@ -412,11 +411,11 @@ def one_step_problem(
     """The setting of the implicit-bias theorem for one random seed: ``(E1, v, p0)``.
 
     Draws ``E0`` with i.i.d. ``N(0, embed_scale^2 / dim)`` entries and ``p0``, ``v``
-    with ``N(0, 1 / dim)`` entries (:func:`attnbook.models.training.init_parameters`, float64,
-    generator seeded with ``seed``), and takes one full-batch gradient step of size
-    ``eta`` on ``E`` alone (:func:`attnbook.theory.one_step.one_gradient_step`) on ``data``
-    (anything with ``.counts`` and ``.labels``). ``p0`` is the initial ``<cls>`` vector,
-    used both in the step and as the starting point of the flow.
+    with ``N(0, 1 / dim)`` entries (:func:`attnbook.models.parameters.init_parameters`,
+    float64, generator seeded with ``seed``), and takes one full-batch gradient step of
+    size ``eta`` on ``E`` alone (:func:`attnbook.theory.one_step.one_gradient_step`) on
+    ``data`` (anything with ``.counts`` and ``.labels``). ``p0`` is the initial
+    ``<cls>`` vector, used both in the step and as the starting point of the flow.
     """
     counts = data.counts
     gen = torch.Generator().manual_seed(int(seed))

@@ -1,8 +1,7 @@
 """The max-margin token-selection problem and its solution.
 
 Given frozen embeddings ``E`` and, for every sequence ``X_i``, a set ``S_i`` of
-*selected* tokens
-of ``X_i``, the max-margin problem is the hard-margin SVM
+*selected* tokens of ``X_i``, the max-margin problem is the hard-margin SVM
 
     p_mm = argmin ||p||^2 / 2   s.t.   p . (E_a - E_s) >= 1   for every i, a in S_i, s
     in X_i \\ S_i.
@@ -11,9 +10,7 @@ Each constraint says that the ``<cls>`` score of a selected token beats the scor
 non-selected token of the same sequence by a margin of one. With one selected token per
 sequence this is the problem of the implicit-bias theorem. The problem is a convex
 quadratic program; it is solved here with cvxpy and the Clarabel interior-point solver
-(Diamond and Boyd,
-2016).
-Its dual variables ``lambda >= 0`` satisfy the KKT conditions
+(Diamond and Boyd, 2016). Its dual variables ``lambda >= 0`` satisfy the KKT conditions
 
 - primal feasibility: ``D p >= 1`` (``D`` stacks the differences ``E_a - E_s`` as rows);
 - dual feasibility: ``lambda >= 0``;
@@ -101,7 +98,8 @@ def selection_constraints(
         missing = sets[i] - set(present.tolist())
         if missing:
             raise ValueError(
-                f"selected[{i}] holds token(s) {sorted(missing)} that do not occur in sequence {i}"
+                f"selected[{i}] holds token(s) {sorted(missing)} that do not occur in "
+                f"sequence {i}"
             )
         losers = [int(s) for s in present if int(s) not in sets[i]]
         for a in sorted(sets[i]):
@@ -109,7 +107,8 @@ def selection_constraints(
                 pairs.setdefault((a, s), i)
     if not pairs:
         raise ValueError(
-            "no constraint: every sequence selects all of its tokens, so there is nothing to separate"
+            "no constraint: every sequence selects all of its tokens, so there is "
+            "nothing to separate"
         )
     keys = np.array(list(pairs.keys()), dtype=np.int64)
     return (
@@ -133,8 +132,7 @@ class MaxMarginSolution:
         ``(m, d)`` the constraint rows ``E_a - E_s``.
     winners, losers, rows:
         for each constraint, the selected token, the non-selected token and a sequence
-        where
-        they meet.
+        where they meet.
     status:
         the solver's status string.
     """
@@ -188,7 +186,8 @@ def max_margin_solution(
     if zero.size:
         k = int(zero[0])
         raise ValueError(
-            f"infeasible selection: tokens {winners[k]} and {losers[k]} have identical embeddings, "
+            f"infeasible selection: tokens {winners[k]} and {losers[k]} have "
+            "identical embeddings, "
             f"so {winners[k]} cannot beat {losers[k]} in sequence {rows[k]}"
         )
     p = cp.Variable(E_np.shape[1])
@@ -204,8 +203,10 @@ def max_margin_solution(
         ) from err
     if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
         raise ValueError(
-            "infeasible selection: no p gives every selected token a higher score than every "
-            "non-selected token of its sequence (the selection is not linearly separable)"
+            "infeasible selection: no p gives every selected token a higher score "
+            "than every "
+            "non-selected token of its sequence (the selection is not linearly "
+            "separable)"
         )
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or p.value is None:
         raise ValueError(

@@ -11,8 +11,7 @@ with ``pi_is`` the attention mass on token ``s`` in sequence ``i`` and ``b_s = E
 v``, all at initialization (:func:`one_step_coefficients`, exact). For a small
 initialization ``c_v = alpha / 2 + O(sigma / sqrt(d))`` and ``c_p = O(sigma /
 sqrt(d))``, which gives the closed-form predictions :func:`predicted_value_alignment`
-and
-:func:`predicted_cls_alignment`.
+and :func:`predicted_cls_alignment`.
 
 K-class model (cross-entropy, head ``W = [v_1, ..., v_K]``): one step gives ``E_s^1 .
 v_k ~ E_s^0 . v_k + eta sum_j gamma_sj v_j . v_k`` with the per-class signed frequency
@@ -150,9 +149,8 @@ def one_gradient_step(
 
     ``params`` holds ``E`` ``(V, d)``, ``p`` and ``v`` ``(d,)`` (float32 or float64, any
     device); they are not modified. ``method`` is ``"closed_form"`` (the rank-two
-    formula of
-    :func:`one_step_coefficients`) or ``"autograd"``. Returns a new detached ``(V, d)``
-    tensor.
+    formula of :func:`one_step_coefficients`) or ``"autograd"``. Returns a new detached
+    ``(V, d)`` tensor.
     """
     eta = _check_eta(eta)
     E, p, v = _params(params, "v")

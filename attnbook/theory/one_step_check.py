@@ -110,8 +110,8 @@ class OneStepResult:
 
     All arrays are float64 NumPy ``(V,)``: ``value0 = E^0 . v``, ``value1 = E^1 . v``,
     ``cls0 = E^0 . p``, ``cls1 = E^1 . p``, ``alpha``, ``pred_value = (eta/2) alpha
-    ||v||^2``,
-    ``pred_cls = (eta/2) alpha (v . p)``; ``vp = v . p`` and ``vv = ||v||^2``.
+    ||v||^2``, ``pred_cls = (eta/2) alpha (v . p)``; ``vp = v . p`` and ``vv =
+    ||v||^2``.
     """
 
     value0: np.ndarray
