@@ -137,6 +137,7 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
             "result": "thm-x",
             "asserted": True,
             "role": "evidence",
+            "what": None,
         }
     ]
     # a statement of the paper measured without assertion: recorded, never raises

@@ -216,6 +216,7 @@ def _record_check(
     volatile: bool,
     asserted: bool,
     role: str,
+    what: str | None = None,
 ) -> bool:
     """Validate, record and glue one comparison of a statistic with its threshold."""
     if role not in ROLES:
@@ -245,6 +246,7 @@ def _record_check(
             cell,
             asserted,
             role,
+            what,
         )
     )
     glue(name, value, volatile=volatile)
@@ -261,6 +263,7 @@ def check(
     result: str | None = None,
     volatile: bool = False,
     role: str = "evidence",
+    what: str | None = None,
 ) -> float:
     """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
     check.
@@ -272,13 +275,14 @@ def check(
     comparison of two runs then checks that it is present, not its value. ``role`` says
     what the check is for (:data:`ROLES`): ``"evidence"`` for a claim, ``"identity"`` of
     two implementations, or ``"control"`` (a negative control or sanity check); only
-    evidence counts toward a claim's status.
+    evidence counts toward a claim's status. ``what`` says in words what is checked
+    (the dashboard shows it instead of ``name``).
 
     Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
     and ``ValueError`` for an unknown relation or a non-finite value.
     """
     passed = _record_check(
-        name, value, threshold, relation, claim, result, volatile, True, role
+        name, value, threshold, relation, claim, result, volatile, True, role, what
     )
     assert passed, (
         f"check {name!r} failed: measured {value:.6g}, required {relation} "
@@ -295,6 +299,7 @@ def compare_with_paper(
     *,
     claim: str,
     result: str | None = None,
+    what: str | None = None,
 ) -> bool:
     """Set a measured statistic against the threshold a statement of the paper implies,
     without asserting it; glue ``value`` as ``name``, record the outcome and return it.
@@ -308,7 +313,7 @@ def compare_with_paper(
     if not claim:
         raise ValueError("compare_with_paper needs the claim of the paper it measures")
     return _record_check(
-        name, value, threshold, relation, claim, result, False, False, "evidence"
+        name, value, threshold, relation, claim, result, False, False, "evidence", what
     )
 
 
