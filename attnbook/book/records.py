@@ -72,13 +72,12 @@ class Check:
     passed: bool
     claim: str | None = None
     result: str | None = None
-    cell: int | None = (
-        None  # code cells completed since start_chapter's cell, when in IPython
-    )
+    # code cells completed since start_chapter's cell, when in IPython
+    cell: int | None = None
     asserted: bool = True  # False: a statement of the paper measured, not asserted
-    role: str = (
-        "evidence"  # evidence for a claim, an implementation identity, a control
-    )
+    # evidence for a claim, an implementation identity, or a control
+    role: str = "evidence"
+    what: str | None = None  # the check in words, for the dashboard
 
 
 CHECKS: list[Check] = []
