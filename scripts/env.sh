@@ -35,7 +35,8 @@ _attnbook_install_cpu_torch() {
   want="$(sed -n -E 's/^torch==([^ ;]+).*/\1/p' requirements.txt)"
   [ -n "$want" ] || return 0
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then return 0; fi
-  have="$(python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true)"
+  have="$(python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null \
+    || true)"
   [ "${have%%+*}" = "$want" ] && return 0
   echo "[attnbook] no NVIDIA GPU: installing torch $want, CPU build"
   if ! python -m pip install --quiet --no-deps --timeout 20 --retries 1 \
