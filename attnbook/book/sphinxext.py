@@ -48,7 +48,8 @@ from attnbook.book.dashboard import (
     other_checks,
     required_chapters,
 )
-from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV, load_records
+from attnbook.book.record_files import load_records
+from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
 logger = logging.getLogger(__name__)
 
