@@ -1,5 +1,5 @@
-"""The compiled passes (attnbook.kernels) against hostile input and a damaged or foreign
-cache.
+"""The compiled passes (attnbook.engine.kernels) against hostile input and a damaged or
+foreign cache.
 
 - every public pass rejects malformed arguments with a ``TypeError``/``ValueError`` that
   names the argument, before any C or torch kernel runs (a list of bad inputs, then a
@@ -334,6 +334,20 @@ def test_empty_sizes_give_empty_results():
         )
     A0 = _csr([0, 0, 0], [], torch.zeros(0, dtype=F64), (2, 5))
     assert torch.equal(kernels.csr_times(A0, X_OK), torch.zeros(2, 2, dtype=F64))
+
+
+def test_unchecked_twins_give_the_same_results():
+    out1, out2 = _out(), _out()
+    assert torch.equal(kernels.scores_unchecked(E, P), kernels.scores(E, P))
+    assert torch.equal(
+        kernels.weighted_rows_unchecked(E, G), kernels.weighted_rows(E, G)
+    )
+    assert torch.equal(
+        kernels.low_rank_unchecked(G, P, out1), kernels.low_rank(G, P, out2)
+    )
+    assert torch.equal(
+        kernels.csr_times_unchecked(A_OK, X_OK), kernels.csr_times(A_OK, X_OK)
+    )
 
 
 def test_the_c_kernels_refuse_impossible_sizes():

@@ -22,11 +22,11 @@ which one runs; tests compare both with the dense reference.
 Each public pass checks its arguments before any kernel runs (tensor types,
 float32/float64 dtypes that agree, one device, shapes that fit together, the sparse
 matrix's row pointers and column indices) and raises a ``TypeError`` or ``ValueError``
-naming the argument. The engine calls the unchecked twins (``_scores``,
-``_weighted_rows``, ``_low_rank``, ``_csr_times``), whose callers build the arguments
-and so know them to fit: the checks take a few microseconds per pass (the sparse
-matrix's O(nnz) checks run once per matrix), about 5% of a gradient over a vocabulary of
-a few hundred tokens.
+naming the argument. Each has an unchecked twin (``scores_unchecked``,
+``weighted_rows_unchecked``, ``low_rank_unchecked``, ``csr_times_unchecked``) for a
+caller that builds the arguments itself and so knows them to fit, as the engine does:
+the checks take a few microseconds per pass (the sparse matrix's O(nnz) checks run once
+per matrix), about 5% of a gradient over a vocabulary of a few hundred tokens.
 
 The library is built, cached, verified and loaded by :mod:`attnbook.engine.native`."""
 
@@ -45,11 +45,15 @@ from attnbook.engine import native
 __all__ = [
     "backend",
     "csr_times",
+    "csr_times_unchecked",
     "low_rank",
+    "low_rank_unchecked",
     "native_library",
     "scores",
+    "scores_unchecked",
     "torch_only",
     "weighted_rows",
+    "weighted_rows_unchecked",
 ]
 
 _MAX_COLUMNS = 16  # csr_times keeps one row of the result in registers
@@ -246,7 +250,7 @@ def _csr_parts(fn: str, A: object) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
 
 # ------------------------------------------------------------------------------------
-# The passes. Each public pass checks its arguments, then calls its private unchecked
+# The passes. Each checked pass checks its arguments, then calls its unchecked
 # twin.
 
 
@@ -262,10 +266,10 @@ def scores(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
         raise _shape_error(
             "scores", "P", P, f"(J, {E.shape[1]}) to match E {tuple(E.shape)}"
         )
-    return _scores(E, P)
+    return scores_unchecked(E, P)
 
 
-def _scores(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
+def scores_unchecked(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     """:func:`scores` without the checks."""
     if not _uses_native(E, P):
         return E @ P.t()
@@ -290,10 +294,10 @@ def csr_times(A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         raise _shape_error(
             "csr_times", "X", X, f"({A.shape[1]}, J) to match A {tuple(A.shape)}"
         )
-    return _csr_times(A, X, parts)
+    return csr_times_unchecked(A, X, parts)
 
 
-def _csr_times(
+def csr_times_unchecked(
     A: torch.Tensor,
     X: torch.Tensor,
     parts: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
@@ -338,10 +342,10 @@ def weighted_rows(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
         raise _shape_error(
             "weighted_rows", "G", G, f"({E.shape[0]}, J) to match E {tuple(E.shape)}"
         )
-    return _weighted_rows(E, G)
+    return weighted_rows_unchecked(E, G)
 
 
-def _weighted_rows(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+def weighted_rows_unchecked(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
     """:func:`weighted_rows` without the checks."""
     if not _uses_native(E, G):
         return G.t() @ E
@@ -379,10 +383,12 @@ def low_rank(G: torch.Tensor, P: torch.Tensor, out: torch.Tensor) -> torch.Tenso
     for name, t in (("G", G), ("P", P)):
         if _overlap(out, t):
             raise ValueError(f"low_rank: out shares memory with {name}")
-    return _low_rank(G, P, out)
+    return low_rank_unchecked(G, P, out)
 
 
-def _low_rank(G: torch.Tensor, P: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def low_rank_unchecked(
+    G: torch.Tensor, P: torch.Tensor, out: torch.Tensor
+) -> torch.Tensor:
     """:func:`low_rank` without the checks."""
     if not _uses_native(G, P, out):
         return _torch_low_rank(G, P, out)

@@ -276,8 +276,9 @@ def _refine(
     not spoil it) and ``lambda_A`` the coefficients of ``p = D_A^T lambda_A``. A
     constraint with a negative multiplier leaves ``A``; the most violated constraint
     joins it. The refined pair is returned once it satisfies all four KKT conditions
-    (primal feasibility within ``1e-9`` relative to the size of the terms of ``D_k .
-    p``, multipliers ``>= -1e-9`` relative to the largest), else the solver's answer."""
+    (primal feasibility within ``1e-9`` relative to the size of the terms of
+    ``D_k . p``, multipliers ``>= -1e-9`` relative to the largest), else the solver's
+    answer."""
 
     def margin_tolerance(q: np.ndarray) -> np.ndarray:
         # D_k . q is a sum of d products: its rounding error is below d eps sum_j |D_kj
