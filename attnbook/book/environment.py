@@ -7,14 +7,16 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from attnbook.data.reviews import DATA_DIR_ENV
+from attnbook.data.reviews import data_source
 from attnbook.runtime import cpu_name
 
-__all__ = ["environment"]
+__all__ = ["environment", "describe_data", "data_table"]
 
 
 def environment() -> dict[str, Any]:
-    """Software and hardware of this process: versions, CPU, threads, accelerator."""
+    """Software and hardware of this process: versions, CPU, threads, accelerator, and
+    the review data it reads (``data_source`` in words, ``data`` in detail: see
+    :func:`attnbook.data.reviews.data_source`)."""
     import importlib.metadata as md
 
     versions = {}
@@ -41,11 +43,8 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "memory_gib": _memory_gib(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-        "data_source": (
-            "local mirror (ATTNBOOK_DATA_DIR)"
-            if os.environ.get(DATA_DIR_ENV)
-            else "Hugging Face hub"
-        ),
+        "data_source": describe_data(source := data_source()),
+        "data": source,
         "versions": versions,
     }
     try:
@@ -58,6 +57,31 @@ def environment() -> dict[str, Any]:
     except ImportError:  # pragma: no cover
         pass
     return env
+
+
+def describe_data(source: dict[str, Any]) -> str:
+    """One line for a :func:`attnbook.data.reviews.data_source` record: the path, the
+    recipe, and per data set its source, rule and train + test sizes."""
+    parts = []
+    for name, entry in source.get("datasets", {}).items():
+        sizes = " + ".join(
+            "?" if entry.get(s) is None else f"{entry[s]:,}" for s in ("train", "test")
+        )
+        parts.append(f"{name}: {entry['source']}, {entry['rule']}, {sizes} reviews")
+    head = f"{source.get('path', 'unknown')} (recipe {source.get('recipe', '?')})"
+    return "; ".join([head, *parts])
+
+
+def data_table(source: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of a table of the data sets in a
+    :func:`attnbook.data.reviews.data_source` record."""
+    headers = ["Data set", "Source", "Rule", "Train reviews", "Test reviews"]
+    rows = [
+        [name, str(entry.get("source")), str(entry.get("rule"))]
+        + ["?" if entry.get(s) is None else f"{entry[s]:,}" for s in ("train", "test")]
+        for name, entry in source.get("datasets", {}).items()
+    ]
+    return headers, rows
 
 
 def _memory_gib() -> float | None:
