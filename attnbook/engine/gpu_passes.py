@@ -1,0 +1,196 @@
+"""The count passes of the engine without a host synchronisation: the GPU form.
+
+The CPU engine (:mod:`attnbook.engine.kernels`) shifts every softmax by one
+vocabulary-wide maximum, checks on the host that no row's mass underflowed, and uses
+sparse matrix products. On a GPU the host check stops the device on every call and the
+sparse products cost more to launch than to run, so the GPU form works on the stored
+entries directly and shifts each row by its own maximum (exact, nothing to check):
+
+- :func:`row_sums` -- for every sequence ``i`` its maximum score ``m_i = max_{s in X_i}
+  a_s``, its normaliser ``den_i = sum_s n_is exp(a_s - m_i)`` and its numerators
+  ``num_ik = sum_s n_is exp(a_s - m_i) B_sk``: one pass over the counts in row order;
+- :func:`column_sums` -- for every token ``s`` the gradient of the loss with respect to
+  its scores, ``G_a[s] = sum_i w_is (rD_i + sum_k R_ik B_sk)`` and ``G_B[s, k] = sum_i
+  w_is R_ik`` with ``w_is = n_is exp(a_s - m_i)``: one pass over the counts in column
+  order.
+
+Both are written with torch operations here (any device, any float dtype, any number of
+heads) and, for float32 and one head on CUDA, as fused Triton kernels
+(:mod:`attnbook.engine.triton_passes`) that read each stored count once. Every sum runs
+in a fixed order, so results do not change from run to run, and no operation waits for
+the host: a whole training step can be captured in a CUDA graph.
+:func:`count_layout` prepares the index arrays once per corpus and device.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+from attnbook.engine import triton_passes
+from attnbook.engine.counts import TokenCounts
+
+__all__ = ["CountLayout", "count_layout", "row_sums", "column_sums", "fused_backend"]
+
+_CHUNK = 2048  # entries of one column that one Triton program sums (long columns split)
+
+
+@dataclass(frozen=True)
+class CountLayout:
+    """A corpus's stored counts in row and in column order, as the GPU passes read them.
+
+    Row order (sequence by sequence, as :class:`TokenCounts` stores them): ``indptr``,
+    ``tokens``, ``values`` (the counts as floats), ``rows`` (the row of every entry) and
+    ``row_lengths``. Column order (token by token): ``col_ptr``, ``col_rows``,
+    ``col_tokens``, ``col_values``, ``col_lengths``. Chunks of at most ``_CHUNK``
+    entries of one column (``chunk_col``, ``chunk_start``, ``chunk_stop``,
+    ``chunks_per_col``) let long columns be summed by several programs.
+    """
+
+    n: int
+    vocab_size: int
+    indptr: torch.Tensor
+    tokens: torch.Tensor
+    values: torch.Tensor
+    rows: torch.Tensor
+    row_lengths: torch.Tensor
+    col_ptr: torch.Tensor
+    col_rows: torch.Tensor
+    col_tokens: torch.Tensor
+    col_values: torch.Tensor
+    col_lengths: torch.Tensor
+    chunk_col: torch.Tensor
+    chunk_start: torch.Tensor
+    chunk_stop: torch.Tensor
+    chunks_per_col: torch.Tensor
+
+
+_LAYOUTS: dict[tuple[int, torch.dtype], CountLayout] = {}
+
+
+def _build_layout(counts: TokenCounts, dtype: torch.dtype) -> CountLayout:
+    V, n = counts.vocab_size, counts.n_sequences
+    tokens, rows = counts.token_ids, counts.row_ids
+    values = counts.counts.to(dtype)
+    order = torch.argsort(tokens, stable=True)  # rows stay sorted within a column
+    col_lengths = torch.bincount(tokens, minlength=V)
+    col_ptr = torch.zeros(V + 1, dtype=torch.int64, device=tokens.device)
+    torch.cumsum(col_lengths, 0, out=col_ptr[1:])
+    # chunks: column s is cut into ceil(len_s / _CHUNK) pieces (at least one)
+    per_col = torch.clamp((col_lengths + _CHUNK - 1) // _CHUNK, min=1)
+    chunk_col = torch.repeat_interleave(torch.arange(V, device=tokens.device), per_col)
+    first = torch.zeros(V, dtype=torch.int64, device=tokens.device)
+    torch.cumsum(per_col[:-1], 0, out=first[1:])
+    piece = torch.arange(chunk_col.numel(), device=tokens.device) - first[chunk_col]
+    chunk_start = col_ptr[chunk_col] + piece * _CHUNK
+    chunk_stop = torch.minimum(chunk_start + _CHUNK, col_ptr[chunk_col + 1])
+    i32 = torch.int32 if max(counts.nnz, n, V) < 2**31 - 1 else torch.int64
+    return CountLayout(
+        n=n,
+        vocab_size=V,
+        indptr=counts.indptr.to(i32),
+        tokens=tokens.to(i32),
+        values=values,
+        rows=rows,
+        row_lengths=counts.indptr.diff(),
+        col_ptr=col_ptr.to(i32),
+        col_rows=rows[order].to(i32),
+        col_tokens=tokens[order],
+        col_values=values[order],
+        col_lengths=col_lengths,
+        chunk_col=chunk_col.to(i32),
+        chunk_start=chunk_start.to(i32),
+        chunk_stop=chunk_stop.to(i32),
+        chunks_per_col=per_col,
+    )
+
+
+def count_layout(counts: TokenCounts, dtype: torch.dtype) -> CountLayout:
+    """The :class:`CountLayout` of ``counts`` with float values of ``dtype`` (built once
+    per corpus object and dtype, on the corpus's device; dropped with the corpus)."""
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    key = (id(counts), dtype)
+    if key not in _LAYOUTS:
+        _LAYOUTS[key] = _build_layout(counts, dtype)
+        weakref.finalize(counts, _LAYOUTS.pop, key, None)
+    return _LAYOUTS[key]
+
+
+def _segment_sum(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Sums of consecutive segments of ``values`` (``lengths`` entries each; an empty
+    segment sums to 0), in a fixed order, without a host synchronisation."""
+    return torch.segment_reduce(
+        values, "sum", lengths=lengths, unsafe=True, initial=0.0
+    )
+
+
+def fused_backend(a: torch.Tensor, B: torch.Tensor) -> str:
+    """``"triton"`` when the fused kernels serve scores ``a`` (V,) and ``B`` (V, K)
+    (float32, one head, CUDA, Triton installed), else ``"torch"``."""
+    ok = a.dtype == torch.float32 and B.shape[1] == 1 and triton_passes.usable(a)
+    return "triton" if ok else "torch"
+
+
+def row_sums(
+    layout: CountLayout, a: torch.Tensor, B: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(m, den, num)`` of every sequence: ``(n,)``, ``(n,)``, ``(n, K)`` (see the
+    module docstring) from the attention scores ``a`` ``(V,)`` and the value scores
+    ``B`` ``(V, K)`` of every token."""
+    if fused_backend(a, B) == "triton":
+        return triton_passes.row_sums(
+            layout.indptr, layout.tokens, layout.values, a, B[:, 0], layout.n
+        )
+    a_e = a[layout.tokens]
+    m = torch.segment_reduce(a_e, "max", lengths=layout.row_lengths, unsafe=True)
+    w = layout.values * torch.exp(a_e - m[layout.rows])
+    den = _segment_sum(w, layout.row_lengths)
+    B_e = B[layout.tokens]
+    num = torch.stack(
+        [_segment_sum(w * B_e[:, k], layout.row_lengths) for k in range(B.shape[1])],
+        dim=1,
+    )
+    return m, den, num
+
+
+def column_sums(
+    layout: CountLayout,
+    a: torch.Tensor,
+    B: torch.Tensor,
+    m: torch.Tensor,
+    R: torch.Tensor,
+    rD: torch.Tensor,
+) -> torch.Tensor:
+    """``(V, 1 + K)`` ``[G_a, G_B]`` for every token (see the module docstring), from
+    the scores ``a`` ``(V,)``, ``B`` ``(V, K)``, the row maxima ``m`` ``(n,)``, ``R``
+    ``(n, K)`` (output gradient over normaliser) and ``rD = -sum_k R_k f_k`` ``(n,)``."""
+    if fused_backend(a, B) == "triton":
+        partial = triton_passes.column_chunk_sums(
+            layout.chunk_col,
+            layout.chunk_start,
+            layout.chunk_stop,
+            layout.col_rows,
+            layout.col_values,
+            a,
+            B[:, 0],
+            m,
+            R[:, 0].contiguous(),
+            rD,
+        )  # (chunks, 2)
+        return torch.stack(
+            [_segment_sum(partial[:, j], layout.chunks_per_col) for j in (0, 1)],
+            dim=1,
+        )
+    rows, toks = layout.col_rows.long(), layout.col_tokens
+    w = layout.col_values * torch.exp(a[toks] - m[rows])
+    R_e, B_e = R[rows], B[toks]
+    G = torch.empty(layout.vocab_size, 1 + B.shape[1], dtype=a.dtype, device=a.device)
+    G[:, 0] = _segment_sum(
+        w * (rD[rows] + (R_e * B_e).sum(dim=1)), layout.col_lengths
+    )
+    for k in range(B.shape[1]):
+        G[:, 1 + k] = _segment_sum(w * R_e[:, k], layout.col_lengths)
+    return G

@@ -1,0 +1,82 @@
+"""The count engine's GPU form of the one-layer model: no host synchronisation.
+
+The same ``f(X_i) = sum_s pi_s(X_i) (E_s . W_k)`` and gradients as
+:func:`attnbook.models.attention.count_heads_output`, computed as
+:mod:`attnbook.engine.gpu_passes` lays it out: every softmax is shifted by its own
+row's maximum, so no row can underflow and nothing needs checking on the host; the
+count passes are fused Triton kernels for float32 and one head on CUDA, torch
+operations otherwise. The dense passes over ``E`` are the same as the CPU engine's:
+the scores ``E [p, W]`` (one read of ``E``), the gradient ``dE = G [p, W]^T`` (one
+write) and ``[p, W]``'s gradient ``G^T E`` (one read). Because nothing waits for the
+host, a whole forward and backward can be captured in a CUDA graph
+(:mod:`attnbook.models.graphed`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from attnbook.engine import kernels
+from attnbook.engine.counts import TokenCounts
+from attnbook.engine.gpu_passes import CountLayout, column_sums, count_layout, row_sums
+from attnbook.engine.memory import gradient_buffer
+
+__all__ = ["gpu_count_heads_output", "gpu_count_attention_output"]
+
+
+class _SyncFreeCountAttention(torch.autograd.Function):
+    """``(n, K)`` outputs of every row and head; backward by :func:`column_sums`.
+
+    Forward: ``a = E p``, ``B = E W`` (one pass ``E [p, W]^T``); per row ``m, den,
+    num`` (:func:`row_sums`); ``f = num / den``. Backward, with ``R = g / den`` and
+    ``rD = -sum_k R_k f_k``: ``G = [G_a, G_B]`` per token (:func:`column_sums`), then
+    ``dE = G [p, W]^T`` (rank ``1 + K``) and ``[dp, dW] = G^T E``.
+    """
+
+    @staticmethod
+    def forward(ctx, E, p, W, layout: CountLayout):  # type: ignore[override]
+        PW = torch.cat((p[None, :], W.t())).contiguous()  # (1 + K, d)
+        scores = kernels.scores(E, PW)  # (V, 1 + K): one pass over E
+        a, B = scores[:, 0].contiguous(), scores[:, 1:].contiguous()
+        m, den, num = row_sums(layout, a, B)
+        f = num / den[:, None]
+        ctx.save_for_backward(E, PW, a, B, m, den, f)
+        ctx.layout = layout
+        return f
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        E, PW, a, B, m, den, f = ctx.saved_tensors
+        R = g / den[:, None]
+        rD = -(R * f).sum(dim=1)
+        G = column_sums(ctx.layout, a, B, m, R, rD)  # (V, 1 + K)
+        dE = dp = dW = None
+        if ctx.needs_input_grad[0]:
+            out = gradient_buffer(E)
+            if E.device.type == "cpu":
+                dE = kernels.low_rank(G, PW, out)
+            else:  # one matrix product writes the (V, d) block once
+                dE = torch.mm(G, PW, out=out)
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+            GtE = kernels.weighted_rows(E, G)  # (1 + K, d): one pass over E
+            dp, dW = GtE[0], GtE[1:].t()
+        return dE, dp, dW, None
+
+
+def gpu_count_heads_output(
+    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+) -> torch.Tensor:
+    """``(n, K)`` outputs of the heads ``W`` ``(d, K)`` for every row of ``counts`` (on
+    ``E``'s device), with no host synchronisation (no input validation: see
+    :func:`attnbook.models.attention.attention_output`)."""
+    return _SyncFreeCountAttention.apply(E, p, W, count_layout(counts, E.dtype))
+
+
+def gpu_count_attention_output(
+    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: TokenCounts
+) -> torch.Tensor:
+    """``f(X_i)`` for every row of ``counts``: :func:`gpu_count_heads_output` with the
+    one head ``v``."""
+    return gpu_count_heads_output(E, p, v[:, None], counts)[:, 0]
