@@ -166,7 +166,8 @@ def column_sums(
 ) -> torch.Tensor:
     """``(V, 1 + K)`` ``[G_a, G_B]`` for every token (see the module docstring), from
     the scores ``a`` ``(V,)``, ``B`` ``(V, K)``, the row maxima ``m`` ``(n,)``, ``R``
-    ``(n, K)`` (output gradient over normaliser) and ``rD = -sum_k R_k f_k`` ``(n,)``."""
+    ``(n, K)`` (output gradient over normaliser) and ``rD = -sum_k R_k f_k``
+    ``(n,)``."""
     if fused_backend(a, B) == "triton":
         partial = triton_passes.column_chunk_sums(
             layout.chunk_col,
@@ -188,9 +189,7 @@ def column_sums(
     w = layout.col_values * torch.exp(a[toks] - m[rows])
     R_e, B_e = R[rows], B[toks]
     G = torch.empty(layout.vocab_size, 1 + B.shape[1], dtype=a.dtype, device=a.device)
-    G[:, 0] = _segment_sum(
-        w * (rD[rows] + (R_e * B_e).sum(dim=1)), layout.col_lengths
-    )
+    G[:, 0] = _segment_sum(w * (rD[rows] + (R_e * B_e).sum(dim=1)), layout.col_lengths)
     for k in range(B.shape[1]):
         G[:, 1 + k] = _segment_sum(w * R_e[:, k], layout.col_lengths)
     return G

@@ -55,9 +55,7 @@ if triton is not None:
             offs = k + lanes
             mask = offs < stop
             tok = tl.load(tokens + offs, mask=mask, other=0)
-            best = tl.maximum(
-                best, tl.load(a + tok, mask=mask, other=float("-inf"))
-            )
+            best = tl.maximum(best, tl.load(a + tok, mask=mask, other=float("-inf")))
         m = tl.max(best, axis=0)
         den = tl.zeros([BLOCK], tl.float32)
         num = tl.zeros([BLOCK], tl.float32)
