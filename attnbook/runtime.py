@@ -60,9 +60,9 @@ def device_for(workload: str) -> torch.device:
     A small synthetic problem (a few hundred tokens, ``d`` up to a few thousand,
     float64) is a long chain of tiny operations: on a GPU each one costs a kernel
     launch and often a host synchronisation, more than the arithmetic, so it runs
-    faster on the CPU. The real-data work moves hundreds of megabytes per step and gains from the
-    GPU's bandwidth. ``ATTNBOOK_DEVICE=cpu`` or ``=cuda`` sends every workload to that
-    device (``cuda`` raises ``ValueError`` when torch sees no GPU).
+    faster on the CPU. The real-data work moves hundreds of megabytes per step and
+    gains from the GPU's bandwidth. ``ATTNBOOK_DEVICE=cpu`` or ``=cuda`` sends every
+    workload to that device (``cuda`` raises ``ValueError`` when torch sees no GPU).
     """
     if workload not in WORKLOADS:
         raise ValueError(
