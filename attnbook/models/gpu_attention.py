@@ -14,6 +14,8 @@ host, a whole forward and backward can be captured in a CUDA graph
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -22,7 +24,22 @@ from attnbook.engine.counts import TokenCounts
 from attnbook.engine.gpu_passes import CountLayout, column_sums, count_layout, row_sums
 from attnbook.engine.memory import gradient_buffer
 
-__all__ = ["gpu_count_heads_output", "gpu_count_attention_output"]
+__all__ = [
+    "GPU_ENGINE_ENV",
+    "use_gpu_engine",
+    "gpu_count_heads_output",
+    "gpu_count_attention_output",
+]
+
+#: Set to ``0`` to run the CPU engine's form on a GPU too (to measure the difference).
+GPU_ENGINE_ENV = "ATTNBOOK_GPU_ENGINE"
+
+
+def use_gpu_engine(E: torch.Tensor) -> bool:
+    """Whether the model on ``E`` should use this GPU form: ``E`` on CUDA and
+    ``ATTNBOOK_GPU_ENGINE`` not ``0``. (On the CPU the compiled kernels of the CPU
+    engine are faster.)"""
+    return E.device.type == "cuda" and os.environ.get(GPU_ENGINE_ENV, "1") != "0"
 
 
 class _SyncFreeCountAttention(torch.autograd.Function):
