@@ -189,8 +189,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
             f"bound); training step (graph + fused Adam) "
             f"{1e3 * gpu['graph_step_s']:.3f} ms"
         )
-        t_grad = min(t_grad, gpu["graph_s"])
-        speedup, fraction = t_usual / t_grad, t_bound / t_grad
+        # the engine on a GPU is the graphed gradient: the line below reports it
+        t_best = min(t_grad, gpu["graph_s"])
+        speedup, fraction = t_usual / t_best, t_bound / t_best
 
     # where the time goes, and what the compiled kernels buy
     params = init_benchmark_parameters(V, d, 0, torch.float32, device)
@@ -249,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         bound_fraction=fraction,
         t_usual=t_usual,
         t_grad=t_grad,
+        t_bound=t_bound,
         t_step=t_step,
         bandwidth=bw,
         bytes=nbytes,
