@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+"""Every measurement of the book on a GPU machine, in one resumable script.
+
+    python scripts/gpu_check.py [--budget SECONDS] [--out DIR]
+
+Run from the repository root on a machine with a CUDA GPU. In order, it
+
+1. records the machine and the software (``env.json``); stops when torch sees no GPU;
+2. runs the tests marked ``gpu`` and the GPU engine's CPU tests (``tests.log``);
+3. runs the benchmark on the GPU (``bench_cuda.json``, ``bench_cuda.log``) with
+   ``ATTNBOOK_GPU_ENGINE=0``, so that its ``engine`` line times the CPU engine's form
+   on the GPU (before) and its ``GPU gradient`` line the GPU form, eager and replayed
+   from a CUDA graph (after); and, beside it, the benchmark on two CPU cores
+   (``bench_cpu.json``, ``bench_cpu.log``);
+4. runs every chapter twice, side by side: on two CPU cores with the GPU hidden
+   (``CUDA_VISIBLE_DEVICES=``), and on two other CPU cores with everything sent to the
+   GPU (``ATTNBOOK_DEVICE=cuda``), each writing its records (``records/cpu``,
+   ``records/gpu``) and its time (``chapters.json``; logs in ``logs/``);
+5. compares the two sets of records value by value within each value's tolerance
+   (:mod:`attnbook.book.device_runs`; ``comparison.json``);
+6. writes ``gpu_measurements.json``: what the Performance page shows.
+
+Work done is kept in ``_build/gpu_check`` and skipped when the script runs again, so a
+machine that allows ten minutes a command finishes the whole in a few calls: the script
+stops starting new work when less than the next item's expected time is left of
+``--budget`` (default 560 s), copies what it has to ``--out`` (default ``$OUT`` when
+set, else ``_build/gpu_check/out``) and says whether everything is done. The review
+corpora are read from ``$ATTNBOOK_DATA_DIR``, else ``shared/data`` or
+``../shared/data``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STATE = ROOT / "_build" / "gpu_check"
+CHAPTERS = [
+    "01_setup",
+    "02_one_step",
+    "03_implicit_bias",
+    "04_real_data",
+    "05a_two_layer",
+    "05b_mlp_head",
+    "05c_multiclass",
+    "05d_small_dim",
+    "05e_xor",
+    "performance",
+]
+#: What each chapter computes (the workload passed to start_chapter): the policy run
+#: of a chapter is its CPU run for "synthetic" and its GPU run for "real".
+WORKLOADS = {
+    "01_setup": "synthetic",
+    "02_one_step": "synthetic",
+    "03_implicit_bias": "synthetic",
+    "04_real_data": "real",
+    "05a_two_layer": "real",
+    "05b_mlp_head": "real",
+    "05c_multiclass": "real",
+    "05d_small_dim": "real",
+    "05e_xor": "synthetic",
+    "performance": "real",
+}
+# two cores each, as a notebook runtime has; the CPU benchmark runs on cores of its own
+CPU_CORES = {"cpu": "0,1", "gpu": "2,3", "bench_cpu": "4,5", "bench_gpu": "6,7"}
+MODULES = (
+    "torch",
+    "triton",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scipy",
+    "cvxpy",
+    "matplotlib",
+    "seaborn",
+    "datasets",
+    "tqdm",
+    "IPython",
+    "pytest",
+)
+
+sys.path.insert(0, str(ROOT))
+
+
+def log(msg: str) -> None:
+    print(f"[gpu_check {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def load(name: str, default):
+    path = STATE / name
+    return json.loads(path.read_text()) if path.exists() else default
+
+
+def save(name: str, data) -> None:
+    STATE.mkdir(parents=True, exist_ok=True)
+    (STATE / name).write_text(json.dumps(data, indent=1, default=str) + "\n")
+
+
+def data_dir() -> str | None:
+    for folder in (
+        os.environ.get("ATTNBOOK_DATA_DIR"),
+        ROOT / "shared" / "data",
+        ROOT.parent / "shared" / "data",
+    ):
+        if folder and (Path(folder) / "imdb" / "train.parquet").exists():
+            return str(Path(folder).resolve())
+    return None
+
+
+def base_env(mode: str) -> dict[str, str]:
+    """The environment of a run on two CPU cores: ``cpu`` hides the GPU, ``gpu`` sends
+    every workload to it."""
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="2",
+        MKL_NUM_THREADS="2",
+        MPLBACKEND="Agg",
+        PYTHONHASHSEED="0",
+        TQDM_DISABLE="1",
+    )
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["ATTNBOOK_CACHE_DIR"] = str(STATE / f"kernels-{mode}")
+    if data_dir():
+        env["ATTNBOOK_DATA_DIR"] = data_dir()
+    if mode == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env["ATTNBOOK_DEVICE"] = "cuda"
+    return env
+
+
+def pinned(mode: str, cmd: list[str]) -> list[str]:
+    """``cmd`` on the two cores of ``mode`` (when ``taskset`` and the cores exist)."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) >= 8:
+        return ["taskset", "-c", CPU_CORES[mode], *cmd]
+    return cmd
+
+
+# ---------------------------------------------------------------------------- stages
+def stage_env() -> dict:
+    env = load("env.json", None)
+    if env:
+        return env
+    import torch
+
+    env = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "cuda": torch.version.cuda,
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cpu_count": os.cpu_count(),
+        "data_dir": data_dir(),
+        "modules": {m: importlib.util.find_spec(m) is not None for m in MODULES},
+    }
+    try:
+        from attnbook.runtime import cpu_name
+
+        env["cpu"] = cpu_name()
+    except ImportError as err:
+        env["attnbook_import_error"] = repr(err)
+    save("env.json", env)
+    return env
+
+
+def stage_tests() -> dict:
+    done = load("tests.json", None)
+    if done:
+        return done
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-rs",
+        "tests/test_gpu_engine.py",
+        "tests/test_device_runs.py",
+    ]
+    env = base_env("gpu")
+    env.pop("ATTNBOOK_DEVICE")
+    t0 = time.time()
+    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    (STATE / "tests.log").write_text(run.stdout + run.stderr)
+    result = {
+        "rc": run.returncode,
+        "seconds": round(time.time() - t0, 1),
+        "summary": (run.stdout.strip().splitlines() or [""])[-1],
+    }
+    save("tests.json", result)
+    log(f"tests: {result['summary']} (exit {run.returncode})")
+    return result
+
+
+def start_bench(mode: str) -> subprocess.Popen | None:
+    if (STATE / f"bench_{mode}.json").exists():
+        return None
+    args = [
+        "--device",
+        "cuda" if mode == "gpu" else "cpu",
+        "--json",
+        str(STATE / f"bench_{mode}.json"),
+    ]
+    if mode == "cpu":  # the padded implementation on two cores: one pass is enough
+        args += ["--usual-repeats", "1"]
+    env = base_env(mode)
+    env["ATTNBOOK_GPU_ENGINE"] = "0"  # the engine line: the CPU engine's form (before)
+    env.pop("ATTNBOOK_DEVICE", None)
+    out = open(STATE / f"bench_{mode}.log", "w")
+    cmd = pinned(f"bench_{mode}", [sys.executable, "-m", "attnbook.bench", *args])
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+    )
+
+
+RUNNER = r"""
+import json, sys, traceback
+path = sys.argv[1]
+cells = [c for c in json.load(open(path))["cells"] if c["cell_type"] == "code"]
+ns = {"__name__": "__main__"}
+try:
+    from IPython.display import display
+    ns["display"] = display
+except ImportError:
+    ns["display"] = print
+errors = []
+for i, cell in enumerate(cells):
+    src = "".join(cell["source"])
+    if i == 0 and "pip" in src and "install" in src:
+        continue  # the install cell: attnbook is on PYTHONPATH here
+    keep = [l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))]
+    src = "\n".join(keep)
+    try:
+        exec(compile(src, f"<{path} cell {i}>", "exec"), ns)
+    except Exception:
+        errors.append(i)
+        traceback.print_exc()
+print(json.dumps({"cells": len(cells), "errors": errors}))
+sys.exit(1 if errors else 0)
+"""
+
+
+def start_chapter_run(mode: str, chapter: str) -> subprocess.Popen:
+    env = base_env(mode)
+    env["ATTNBOOK_RECORD_DIR"] = str(STATE / "records" / mode)
+    env["ATTNBOOK_RUN_ID"] = f"gpu_check-{mode}"
+    (STATE / "logs").mkdir(parents=True, exist_ok=True)
+    out = open(STATE / "logs" / f"{chapter}.{mode}.log", "w")
+    nb = ROOT / "chapters" / f"{chapter}.ipynb"
+    cmd = pinned(mode, [sys.executable, "-c", RUNNER, str(nb)])
+    # cwd: the notebook's folder, as Jupyter runs it
+    return subprocess.Popen(
+        cmd, cwd=nb.parent, env=env, stdout=out, stderr=subprocess.STDOUT
+    )
+
+
+def expected_seconds(mode: str, chapter: str) -> float:
+    """A chapter's expected time: its last measured time when there is one, else a
+    guess from two-core CPU runs."""
+    guess = {"02_one_step": 60, "03_implicit_bias": 350, "04_real_data": 250}
+    return guess.get(chapter, 120) * (1.0 if mode == "gpu" else 1.2)
+
+
+def stage_chapters(deadline: float, chapters: list[str]) -> dict:
+    """Run the chapters not done yet, one CPU and one GPU chapter at a time, side by
+    side, while the budget lasts."""
+    times = load("chapters.json", {"cpu": {}, "gpu": {}})
+    queues = {m: [c for c in chapters if c not in times[m]] for m in ("cpu", "gpu")}
+    running: dict[str, tuple[str, subprocess.Popen, float]] = {}
+    while any(queues.values()) or running:
+        for mode in ("cpu", "gpu"):
+            if mode in running or not queues[mode]:
+                continue
+            chapter = queues[mode][0]
+            if time.time() + expected_seconds(mode, chapter) > deadline:
+                queues[mode] = []  # next call
+                continue
+            queues[mode].pop(0)
+            running[mode] = (chapter, start_chapter_run(mode, chapter), time.time())
+            log(f"{chapter} on {mode}: started")
+        for mode, (chapter, proc, t0) in list(running.items()):
+            if proc.poll() is None and time.time() < deadline:
+                continue
+            if proc.poll() is None:  # out of budget: stopped, redone next call
+                proc.kill()
+                proc.wait()
+                log(f"{chapter} on {mode}: stopped at the budget, redone next call")
+            else:
+                seconds = round(time.time() - t0, 1)
+                times[mode][chapter] = {"seconds": seconds, "rc": proc.returncode}
+                save("chapters.json", times)
+                log(f"{chapter} on {mode}: {seconds} s (exit {proc.returncode})")
+            del running[mode]
+        time.sleep(0.5)
+    return times
+
+
+def stage_compare() -> dict | None:
+    from attnbook.book.device_runs import compare_devices
+    from attnbook.book.records import load_records
+
+    try:
+        cpu = load_records(STATE / "records" / "cpu")
+        gpu = load_records(STATE / "records" / "gpu")
+    except (FileNotFoundError, ValueError) as err:
+        log(f"comparison: {err}")
+        return None
+    out = compare_devices(cpu, gpu)
+    result = {
+        "chapters": sorted(set(cpu) & set(gpu)),
+        "compared": out.compared,
+        "volatile": out.volatile,
+        "largest_relative": out.largest_relative,
+        "largest_at": out.largest_at,
+        "outside": [
+            {
+                "chapter": d.chapter,
+                "name": d.name,
+                "cpu": d.reference,
+                "gpu": d.other,
+                "relative": d.relative,
+                "reason": d.reason,
+                "rtol": d.tolerance.rtol if d.tolerance else None,
+                "atol": d.tolerance.atol if d.tolerance else None,
+                "why": d.tolerance.why if d.tolerance else None,
+            }
+            for d in out.outside
+        ],
+    }
+    save("comparison.json", result)
+    log(
+        f"comparison: {out.compared} values in {len(result['chapters'])} chapters, "
+        f"largest relative difference {out.largest_relative:.2e} "
+        f"({out.largest_at}); {len(out.outside)} outside tolerance"
+    )
+    for d in result["outside"]:
+        log(
+            f"  outside: {d['chapter']}: {d['name']}: cpu {d['cpu']!r} gpu "
+            f"{d['gpu']!r} ({d['reason']})"
+        )
+    return result
+
+
+def summary(env: dict) -> dict:
+    def bench(mode: str) -> dict | None:
+        b = load(f"bench_{mode}.json", None)
+        if b is None:
+            return None
+        keep = (
+            "device",
+            "device_name",
+            "t_usual",
+            "t_grad",
+            "t_step",
+            "t_bound",
+            "bandwidth",
+            "bytes",
+            "speedup",
+            "bound_fraction",
+            "gpu",
+        )
+        return {k: b.get(k) for k in keep}
+
+    times = load("chapters.json", {"cpu": {}, "gpu": {}})
+    rows = []
+    for chapter in CHAPTERS:
+        cpu, gpu = times["cpu"].get(chapter), times["gpu"].get(chapter)
+        policy = cpu if WORKLOADS[chapter] == "synthetic" else gpu
+        rows.append(
+            {
+                "chapter": chapter,
+                "workload": WORKLOADS[chapter],
+                "cpu_2_cores_s": cpu and cpu["seconds"],
+                "cpu_rc": cpu and cpu["rc"],
+                "gpu_s": gpu and gpu["seconds"],
+                "gpu_rc": gpu and gpu["rc"],
+                "policy_s": policy and policy["seconds"],
+            }
+        )
+    out = {
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "gpu": env.get("device"),
+        "cpu": env.get("cpu"),
+        "cpu_cores_used": 2,
+        "torch": env.get("torch"),
+        "triton": env.get("modules", {}).get("triton"),
+        "bench_gpu": bench("gpu"),
+        "bench_cpu": bench("cpu"),
+        "chapters": rows,
+        "comparison": load("comparison.json", None),
+        "tests": load("tests.json", None),
+    }
+    save("gpu_measurements.json", out)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--budget", type=float, default=560.0)
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(STATE / "out"))
+    ap.add_argument("--chapters", default=",".join(CHAPTERS))
+    ap.add_argument("--skip-cpu-bench", action="store_true")
+    args = ap.parse_args()
+    deadline = time.time() + args.budget
+    STATE.mkdir(parents=True, exist_ok=True)
+    env = stage_env()
+    log(
+        f"env: torch {env['torch']}, CUDA {env['cuda_available']} ({env['device']}), "
+        f"data {env['data_dir']}, modules missing: "
+        f"{[m for m, ok in env['modules'].items() if not ok]}"
+    )
+    if not env["cuda_available"]:
+        log("torch sees no CUDA device here: nothing to measure")
+        return 2
+    if env["data_dir"] is None:
+        log("no review corpora: set ATTNBOOK_DATA_DIR or copy them to shared/data")
+        return 2
+    benches = [start_bench("gpu")]
+    if not args.skip_cpu_bench:
+        benches.append(start_bench("cpu"))
+    if benches[0] is not None:  # the GPU chapters must not share the GPU with it
+        benches[0].wait(timeout=max(1.0, deadline - time.time()))
+    stage_tests()
+    chapters = [c for c in args.chapters.split(",") if c]
+    stage_chapters(deadline, chapters)
+    for proc in [b for b in benches if b is not None]:
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            (STATE / "bench_cpu.json").unlink(missing_ok=True)
+            log("the CPU benchmark did not finish within the budget: redone next call")
+    stage_compare()
+    result = summary(env)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in STATE.glob("*.json"):
+        shutil.copy(path, out / path.name)
+    for path in STATE.glob("*.log"):
+        shutil.copy(path, out / path.name)
+    if (STATE / "logs").exists():
+        shutil.copytree(STATE / "logs", out / "logs", dirs_exist_ok=True)
+    if (STATE / "records").exists():
+        shutil.copytree(STATE / "records", out / "records", dirs_exist_ok=True)
+    todo = [
+        r["chapter"]
+        for r in result["chapters"]
+        if r["chapter"] in chapters
+        and (r["cpu_2_cores_s"] is None or r["gpu_s"] is None)
+    ]
+    wanted = ("gpu",) if args.skip_cpu_bench else ("gpu", "cpu")
+    missing_bench = [m for m in wanted if result[f"bench_{m}"] is None]
+    if todo or missing_bench:
+        log(
+            f"NOT DONE: chapters left {todo}, benchmarks left {missing_bench}; run the "
+            "same command again"
+        )
+        return 3
+    log(f"ALL DONE: results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
