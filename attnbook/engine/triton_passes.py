@@ -123,9 +123,16 @@ def row_sums(
     m = torch.empty(n, dtype=a.dtype, device=a.device)
     den, num = torch.empty_like(m), torch.empty(n, 1, dtype=a.dtype, device=a.device)
     _row_kernel[(n,)](
-        indptr, tokens, values, a.contiguous(), b.contiguous(), m, den, num,
+        indptr,
+        tokens,
+        values,
+        a.contiguous(),
+        b.contiguous(),
+        m,
+        den,
+        num,
         BLOCK=_ROW_BLOCK,
-    )  # fmt: skip
+    )
     return m, den, num
 
 
@@ -146,7 +153,17 @@ def column_chunk_sums(
     chunks = chunk_col.numel()
     out = torch.empty(chunks, 2, dtype=a.dtype, device=a.device)
     _column_kernel[(chunks,)](
-        chunk_col, chunk_start, chunk_stop, rows, values, a.contiguous(),
-        b.contiguous(), m, R, rD, out, BLOCK=_COL_BLOCK,
-    )  # fmt: skip
+        chunk_col,
+        chunk_start,
+        chunk_stop,
+        rows,
+        values,
+        a.contiguous(),
+        b.contiguous(),
+        m,
+        R,
+        rD,
+        out,
+        BLOCK=_COL_BLOCK,
+    )
     return out
