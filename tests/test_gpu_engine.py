@@ -267,3 +267,22 @@ def test_bench_gpu_engine_agrees_with_cpu():
     out = gpu_engine_times(counts.to("cuda"), y.cuda(), dim=64, repeats=2)
     assert out["agrees"], out
     assert out["graph_s"] > 0 and out["eager_s"] > 0 and out["graph_step_s"] > 0
+
+
+def test_failing_kernels_fall_back_to_the_torch_form(monkeypatch):
+    from attnbook.engine import gpu_passes
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(gpu_passes, "TRITON_FAILURES", [])
+    monkeypatch.setattr(triton_passes, "usable", lambda t: True)
+    monkeypatch.setattr(triton_passes, "row_sums", broken)
+    E, p, v, seqs, y = _problem(seed=4, dtype=torch.float32)
+    counts = TokenCounts.from_sequences(seqs, E.shape[0])
+    assert fused_backend(E[:, 0], E[:, :1]) == "triton"
+    with pytest.warns(RuntimeWarning, match="no compiler"):
+        l_gpu, _ = _loss_and_grads(gpu_count_attention_output, E, p, v, counts, y)
+    assert fused_backend(E[:, 0], E[:, :1]) == "torch"
+    l_cpu, _ = _loss_and_grads(count_attention_output, E, p, v, counts, y)
+    assert abs(l_gpu - l_cpu) <= 1e-5 * abs(l_cpu)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import traceback
 from pathlib import Path
 from typing import Sequence
 
@@ -174,15 +175,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
 
     gpu = None
     if device.type == "cuda":
-        gpu = gpu_engine_times(counts, y, dim=d, repeats=args.repeats)
+        try:
+            gpu = gpu_engine_times(counts, y, dim=d, repeats=args.repeats)
+        except Exception:  # report it and measure the rest
+            traceback.print_exc()
+            print("GPU engine: FAILED (traceback above); the rest is measured")
+    if gpu is not None:
         print(
             f"GPU engine ({gpu['backend']} count passes, no host synchronisation): "
             f"loss relative {gpu['loss_rel']:.1e}, gradients E "
             f"{gpu['grad_rel'][0]:.1e}, p {gpu['grad_rel'][1]:.1e}, v "
             f"{gpu['grad_rel'][2]:.1e} from the CPU engine"
         )
-        if not gpu["agrees"]:
-            raise SystemExit("the GPU engine and the CPU engine disagree")
+        if not gpu["agrees"]:  # measured on, reported at the end
+            print("GPU engine: DISAGREES with the CPU engine beyond the tolerances")
         print(
             f"GPU gradient: eager {1e3 * gpu['eager_s']:.3f} ms, CUDA graph "
             f"{1e3 * gpu['graph_s']:.3f} ms ({t_bound / gpu['graph_s']:.3f} of the "
@@ -266,4 +272,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     )
     if args.json:
         write_json(out, args.json)
+    if gpu is not None and not gpu["agrees"]:
+        raise SystemExit("the GPU engine and the CPU engine disagree")
     return out

@@ -18,7 +18,7 @@ import torch
 from attnbook.bench.timing import time_min
 from attnbook.bench.usual import engine_loss_and_grads, relative_difference
 from attnbook.engine.counts import TokenCounts
-from attnbook.engine.gpu_passes import count_layout, fused_backend
+from attnbook.engine.gpu_passes import TRITON_FAILURES, count_layout, fused_backend
 from attnbook.models.gpu_attention import gpu_count_attention_output
 from attnbook.models.graphed import GraphedGradient
 from attnbook.models.losses import logistic_loss
@@ -88,6 +88,8 @@ def gpu_engine_times(
         t.grad = g
     graphed.optimizer = OPTIMIZERS["adam"]([E, p, v], 1e-3)
     t_step = time_min(graphed.step, repeats, device)
+    if TRITON_FAILURES:  # the kernels failed while warming up: the torch form ran
+        backend = f"torch (Triton failed: {TRITON_FAILURES[0]})"
     return dict(
         backend=backend,
         eager_s=t_eager,

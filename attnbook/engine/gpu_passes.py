@@ -7,16 +7,18 @@ sparse products cost more to launch than to run, so the GPU form works on the st
 entries directly and shifts each row by its own maximum (exact, nothing to check):
 
 - :func:`row_sums` -- for every sequence ``i`` its maximum score ``m_i = max_{s in X_i}
-  a_s``, its normaliser ``den_i = sum_s n_is exp(a_s - m_i)`` and its numerators
-  ``num_ik = sum_s n_is exp(a_s - m_i) B_sk``: one pass over the counts in row order;
-- :func:`column_sums` -- for every token ``s`` the gradient of the loss with respect to
-  its scores, ``G_a[s] = sum_i w_is (rD_i + sum_k R_ik B_sk)`` and ``G_B[s, k] = sum_i
-  w_is R_ik`` with ``w_is = n_is exp(a_s - m_i)``: one pass over the counts in column
-  order.
+  a_s``, its normaliser ``den_i = sum_s w_is`` with ``w_is = n_is exp(a_s - m_i)``, and
+  its outputs ``f_ik = sum_s w_is B_sk / den_i``: one pass over the counts in row
+  order;
+- :func:`column_sums` -- given the gradient ``g`` of the loss with respect to the
+  outputs, for every token ``s`` the gradient with respect to its scores, ``G_a[s] =
+  sum_i w_is sum_k R_ik (B_sk - f_ik)`` and ``G_B[s, k] = sum_i w_is R_ik`` with
+  ``R_ik = g_ik / den_i``: one pass over the counts in column order.
 
 Both are written with torch operations here (any device, any float dtype, any number of
 heads) and, for float32 and one head on CUDA, as fused Triton kernels
-(:mod:`attnbook.engine.triton_passes`) that read each stored count once. Every sum runs
+(:mod:`attnbook.engine.triton_passes`) that read each stored count once; should the
+kernels fail to build, a warning says so and the torch form runs. Every sum runs
 in a fixed order, so results do not change from run to run, and no operation waits for
 the host: a whole training step can be captured in a CUDA graph.
 :func:`count_layout` prepares the index arrays once per corpus and device.
@@ -24,6 +26,7 @@ the host: a whole training step can be captured in a CUDA graph.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass
 
@@ -32,7 +35,14 @@ import torch
 from attnbook.engine import triton_passes
 from attnbook.engine.counts import TokenCounts
 
-__all__ = ["CountLayout", "count_layout", "row_sums", "column_sums", "fused_backend"]
+__all__ = [
+    "CountLayout",
+    "count_layout",
+    "row_sums",
+    "column_sums",
+    "fused_backend",
+    "TRITON_FAILURES",
+]
 
 _CHUNK = 2048  # entries of one column that one Triton program sums (long columns split)
 
@@ -45,8 +55,9 @@ class CountLayout:
     ``tokens``, ``values`` (the counts as floats), ``rows`` (the row of every entry) and
     ``row_lengths``. Column order (token by token): ``col_ptr``, ``col_rows``,
     ``col_tokens``, ``col_values``, ``col_lengths``. Chunks of at most ``_CHUNK``
-    entries of one column (``chunk_col``, ``chunk_start``, ``chunk_stop``,
-    ``chunks_per_col``) let long columns be summed by several programs.
+    entries of one column (``chunk_col``, ``chunk_start``, ``chunk_stop``; column
+    ``s`` has ``chunks_per_col[s]`` of them from ``first_chunk[s]`` on) let long
+    columns be summed by several programs.
     """
 
     n: int
@@ -64,7 +75,18 @@ class CountLayout:
     chunk_col: torch.Tensor
     chunk_start: torch.Tensor
     chunk_stop: torch.Tensor
+    first_chunk: torch.Tensor
     chunks_per_col: torch.Tensor
+
+    @property
+    def chunks(self) -> tuple[torch.Tensor, ...]:
+        return (
+            self.chunk_col,
+            self.chunk_start,
+            self.chunk_stop,
+            self.first_chunk,
+            self.chunks_per_col,
+        )
 
 
 _LAYOUTS: dict[tuple[int, torch.dtype], CountLayout] = {}
@@ -103,7 +125,8 @@ def _build_layout(counts: TokenCounts, dtype: torch.dtype) -> CountLayout:
         chunk_col=chunk_col.to(i32),
         chunk_start=chunk_start.to(i32),
         chunk_stop=chunk_stop.to(i32),
-        chunks_per_col=per_col,
+        first_chunk=first.to(i32),
+        chunks_per_col=per_col.to(i32),
     )
 
 
@@ -127,23 +150,43 @@ def _segment_sum(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     )
 
 
+#: Why the fused kernels failed in this process (empty while they work); once they have
+#: failed, the torch form runs.
+TRITON_FAILURES: list[str] = []
+
+
 def fused_backend(a: torch.Tensor, B: torch.Tensor) -> str:
     """``"triton"`` when the fused kernels serve scores ``a`` (V,) and ``B`` (V, K)
-    (float32, one head, CUDA, Triton installed), else ``"torch"``."""
+    (float32, one head, CUDA, Triton installed and working), else ``"torch"``."""
     ok = a.dtype == torch.float32 and B.shape[1] == 1 and triton_passes.usable(a)
-    return "triton" if ok else "torch"
+    return "triton" if ok and not TRITON_FAILURES else "torch"
+
+
+def _triton_failed(err: Exception) -> None:
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise err  # a graph being captured cannot switch its kernels
+    TRITON_FAILURES.append(repr(err))
+    warnings.warn(
+        f"the fused Triton kernels failed ({err!r}); the count passes use their torch "
+        "form from now on",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def row_sums(
     layout: CountLayout, a: torch.Tensor, B: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(m, den, num)`` of every sequence: ``(n,)``, ``(n,)``, ``(n, K)`` (see the
+    """``(m, den, f)`` of every sequence: ``(n,)``, ``(n,)``, ``(n, K)`` (see the
     module docstring) from the attention scores ``a`` ``(V,)`` and the value scores
     ``B`` ``(V, K)`` of every token."""
     if fused_backend(a, B) == "triton":
-        return triton_passes.row_sums(
-            layout.indptr, layout.tokens, layout.values, a, B[:, 0], layout.n
-        )
+        try:
+            return triton_passes.row_sums(
+                layout.indptr, layout.tokens, layout.values, a, B[:, 0], layout.n
+            )
+        except Exception as err:  # any failure to build or launch
+            _triton_failed(err)
     a_e = a[layout.tokens]
     m = torch.segment_reduce(a_e, "max", lengths=layout.row_lengths, unsafe=True)
     w = layout.values * torch.exp(a_e - m[layout.rows])
@@ -153,7 +196,7 @@ def row_sums(
         [_segment_sum(w * B_e[:, k], layout.row_lengths) for k in range(B.shape[1])],
         dim=1,
     )
-    return m, den, num
+    return m, den, num / den[:, None]
 
 
 def column_sums(
@@ -161,35 +204,36 @@ def column_sums(
     a: torch.Tensor,
     B: torch.Tensor,
     m: torch.Tensor,
-    R: torch.Tensor,
-    rD: torch.Tensor,
+    g: torch.Tensor,
+    den: torch.Tensor,
+    f: torch.Tensor,
 ) -> torch.Tensor:
     """``(V, 1 + K)`` ``[G_a, G_B]`` for every token (see the module docstring), from
-    the scores ``a`` ``(V,)``, ``B`` ``(V, K)``, the row maxima ``m`` ``(n,)``, ``R``
-    ``(n, K)`` (output gradient over normaliser) and ``rD = -sum_k R_k f_k``
-    ``(n,)``."""
+    the scores ``a`` ``(V,)``, ``B`` ``(V, K)``, what :func:`row_sums` gave (``m``,
+    ``den``, ``f``) and the gradient ``g`` ``(n, K)`` with respect to ``f``."""
     if fused_backend(a, B) == "triton":
-        partial = triton_passes.column_chunk_sums(
-            layout.chunk_col,
-            layout.chunk_start,
-            layout.chunk_stop,
-            layout.col_rows,
-            layout.col_values,
-            a,
-            B[:, 0],
-            m,
-            R[:, 0].contiguous(),
-            rD,
-        )  # (chunks, 2)
-        return torch.stack(
-            [_segment_sum(partial[:, j], layout.chunks_per_col) for j in (0, 1)],
-            dim=1,
-        )
-    rows, toks = layout.col_rows.long(), layout.col_tokens
+        try:
+            return triton_passes.column_sums(
+                layout.chunks,
+                layout.col_rows,
+                layout.col_values,
+                a,
+                B[:, 0],
+                m,
+                g[:, 0],
+                den,
+                f[:, 0],
+            )
+        except Exception as err:  # any failure to build or launch
+            _triton_failed(err)
+    rows, toks = layout.col_rows, layout.col_tokens
+    R = g / den[:, None]
     w = layout.col_values * torch.exp(a[toks] - m[rows])
-    R_e, B_e = R[rows], B[toks]
+    R_e = R[rows]
     G = torch.empty(layout.vocab_size, 1 + B.shape[1], dtype=a.dtype, device=a.device)
-    G[:, 0] = _segment_sum(w * (rD[rows] + (R_e * B_e).sum(dim=1)), layout.col_lengths)
+    G[:, 0] = _segment_sum(
+        w * (R_e * (B[toks] - f[rows])).sum(dim=1), layout.col_lengths
+    )
     for k in range(B.shape[1]):
         G[:, 1 + k] = _segment_sum(w * R_e[:, k], layout.col_lengths)
     return G

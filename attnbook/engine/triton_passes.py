@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - depends on the installation
     triton = None
     tl = None
 
-__all__ = ["available", "usable", "row_sums", "column_chunk_sums"]
+__all__ = ["available", "usable", "row_sums", "column_sums"]
 
 _ROW_BLOCK = 256  # entries of a row loaded at once
 _COL_BLOCK = 512  # entries of a column chunk loaded at once
@@ -44,7 +44,7 @@ if triton is not None:
 
     @triton.jit
     def _row_kernel(
-        indptr, tokens, values, a, b, m_out, den_out, num_out, BLOCK: tl.constexpr
+        indptr, tokens, values, a, b, m_out, den_out, f_out, BLOCK: tl.constexpr
     ):
         i = tl.program_id(0)
         start = tl.load(indptr + i)
@@ -68,9 +68,10 @@ if triton is not None:
             w = tl.where(mask, w, 0.0)
             den += w
             num += w * tl.load(b + tok, mask=mask, other=0.0)
+        total = tl.sum(den, axis=0)
         tl.store(m_out + i, m)
-        tl.store(den_out + i, tl.sum(den, axis=0))
-        tl.store(num_out + i, tl.sum(num, axis=0))
+        tl.store(den_out + i, total)
+        tl.store(f_out + i, tl.sum(num, axis=0) / total)
 
     @triton.jit
     def _column_kernel(
@@ -82,8 +83,9 @@ if triton is not None:
         a,
         b,
         m,
-        R,
-        rD,
+        g,
+        den,
+        f,
         out,
         BLOCK: tl.constexpr,
     ):
@@ -103,11 +105,26 @@ if triton is not None:
             c = tl.load(values + offs, mask=mask, other=0.0)
             w = c * tl.exp(a_s - tl.load(m + r, mask=mask, other=0.0))
             w = tl.where(mask, w, 0.0)
-            coef = tl.load(R + r, mask=mask, other=0.0)
+            coef = tl.load(g + r, mask=mask, other=0.0) / tl.load(
+                den + r, mask=mask, other=1.0
+            )  # R_i = g_i / den_i
             acc_b += w * coef
-            acc_a += w * (tl.load(rD + r, mask=mask, other=0.0) + coef * b_s)
+            acc_a += w * coef * (b_s - tl.load(f + r, mask=mask, other=0.0))
         tl.store(out + 2 * j, tl.sum(acc_a, axis=0))
         tl.store(out + 2 * j + 1, tl.sum(acc_b, axis=0))
+
+    @triton.jit
+    def _combine_kernel(first_chunk, chunks_per_col, partial, out):
+        s = tl.program_id(0)
+        first = tl.load(first_chunk + s)
+        count = tl.load(chunks_per_col + s)
+        acc_a = tl.load(partial + 2 * first)
+        acc_b = tl.load(partial + 2 * first + 1)
+        for c in range(first + 1, first + count):
+            acc_a += tl.load(partial + 2 * c)
+            acc_b += tl.load(partial + 2 * c + 1)
+        tl.store(out + 2 * s, acc_a)
+        tl.store(out + 2 * s + 1, acc_b)
 
 
 def row_sums(
@@ -118,10 +135,10 @@ def row_sums(
     b: torch.Tensor,
     n: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(m, den, num)``: ``(n,)``, ``(n,)``, ``(n, 1)`` (see
+    """``(m, den, f)``: ``(n,)``, ``(n,)``, ``(n, 1)`` (see
     :func:`attnbook.engine.gpu_passes.row_sums`), one program per sequence."""
     m = torch.empty(n, dtype=a.dtype, device=a.device)
-    den, num = torch.empty_like(m), torch.empty(n, 1, dtype=a.dtype, device=a.device)
+    den, f = torch.empty_like(m), torch.empty(n, 1, dtype=a.dtype, device=a.device)
     _row_kernel[(n,)](
         indptr,
         tokens,
@@ -130,29 +147,33 @@ def row_sums(
         b.contiguous(),
         m,
         den,
-        num,
+        f,
         BLOCK=_ROW_BLOCK,
     )
-    return m, den, num
+    return m, den, f
 
 
-def column_chunk_sums(
-    chunk_col: torch.Tensor,
-    chunk_start: torch.Tensor,
-    chunk_stop: torch.Tensor,
+def column_sums(
+    chunks: tuple[torch.Tensor, ...],
     rows: torch.Tensor,
     values: torch.Tensor,
     a: torch.Tensor,
     b: torch.Tensor,
     m: torch.Tensor,
-    R: torch.Tensor,
-    rD: torch.Tensor,
+    g: torch.Tensor,
+    den: torch.Tensor,
+    f: torch.Tensor,
 ) -> torch.Tensor:
-    """``(chunks, 2)``: the sums ``[G_a, G_B]`` over each chunk of a token's column
-    (see :func:`attnbook.engine.gpu_passes.column_sums`), one program per chunk."""
-    chunks = chunk_col.numel()
-    out = torch.empty(chunks, 2, dtype=a.dtype, device=a.device)
-    _column_kernel[(chunks,)](
+    """``(V, 2)`` ``[G_a, G_B]`` (see :func:`attnbook.engine.gpu_passes.column_sums`):
+    one program per chunk of a token's column, then one per token adds its chunks.
+
+    ``chunks`` is ``(chunk_col, chunk_start, chunk_stop, first_chunk,
+    chunks_per_col)`` of :class:`attnbook.engine.gpu_passes.CountLayout`.
+    """
+    chunk_col, chunk_start, chunk_stop, first_chunk, per_col = chunks
+    n_chunks, V = chunk_col.numel(), first_chunk.numel()
+    partial = torch.empty(n_chunks, 2, dtype=a.dtype, device=a.device)
+    _column_kernel[(n_chunks,)](
         chunk_col,
         chunk_start,
         chunk_stop,
@@ -161,9 +182,12 @@ def column_chunk_sums(
         a.contiguous(),
         b.contiguous(),
         m,
-        R,
-        rD,
-        out,
+        g.contiguous(),
+        den,
+        f.contiguous(),
+        partial,
         BLOCK=_COL_BLOCK,
     )
+    out = torch.empty(V, 2, dtype=a.dtype, device=a.device)
+    _combine_kernel[(V,)](first_chunk, per_col, partial, out)
     return out

@@ -45,19 +45,21 @@ def use_gpu_engine(E: torch.Tensor) -> bool:
 class _SyncFreeCountAttention(torch.autograd.Function):
     """``(n, K)`` outputs of every row and head; backward by :func:`column_sums`.
 
-    Forward: ``a = E p``, ``B = E W`` (one pass ``E [p, W]^T``); per row ``m, den,
-    num`` (:func:`row_sums`); ``f = num / den``. Backward, with ``R = g / den`` and
-    ``rD = -sum_k R_k f_k``: ``G = [G_a, G_B]`` per token (:func:`column_sums`), then
-    ``dE = G [p, W]^T`` (rank ``1 + K``) and ``[dp, dW] = G^T E``.
+    Forward: ``a = E p``, ``B = E W`` (one pass ``[p, W]^T E^T``); per row ``m``,
+    ``den`` and ``f`` (:func:`row_sums`). Backward, from the gradient ``g`` with
+    respect to ``f``: ``G = [G_a, G_B]`` per token (:func:`column_sums`), then ``dE = G
+    [p, W]^T`` (rank ``1 + K``) and ``[dp, dW] = G^T E``.
     """
 
     @staticmethod
     def forward(ctx, E, p, W, layout: CountLayout):  # type: ignore[override]
         PW = torch.cat((p[None, :], W.t())).contiguous()  # (1 + K, d)
-        scores = kernels.scores(E, PW)  # (V, 1 + K): one pass over E
-        a, B = scores[:, 0].contiguous(), scores[:, 1:].contiguous()
-        m, den, num = row_sums(layout, a, B)
-        f = num / den[:, None]
+        if E.device.type == "cpu":
+            S = kernels.scores(E, PW).t()  # (1 + K, V): one pass over E
+        else:  # the scores as rows: a and B[:, k] come out contiguous
+            S = torch.mm(PW, E.t())
+        a, B = S[0], S[1:].t()
+        m, den, f = row_sums(layout, a, B)
         ctx.save_for_backward(E, PW, a, B, m, den, f)
         ctx.layout = layout
         return f
@@ -66,9 +68,7 @@ class _SyncFreeCountAttention(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, g):  # type: ignore[override]
         E, PW, a, B, m, den, f = ctx.saved_tensors
-        R = g / den[:, None]
-        rD = -(R * f).sum(dim=1)
-        G = column_sums(ctx.layout, a, B, m, R, rD)  # (V, 1 + K)
+        G = column_sums(ctx.layout, a, B, m, g, den, f)  # (V, 1 + K)
         dE = dp = dW = None
         if ctx.needs_input_grad[0]:
             out = gradient_buffer(E)
