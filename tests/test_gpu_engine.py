@@ -129,25 +129,30 @@ def test_triton_kernels_in_the_interpreter():
         """
         import numpy as np, torch
         from attnbook.engine.counts import TokenCounts
-        from attnbook.engine.gpu_passes import fused_backend
+        from attnbook.engine import gpu_passes as gp
+        dense_backend, dense_passes = gp.dense_backend, gp.dense_passes
+        fused_backend = gp.fused_backend
         from attnbook.models.attention import count_attention_output
         from attnbook.models.gpu_attention import gpu_count_attention_output
         rng = np.random.default_rng(0)
-        V, d, n = 200, 8, 30
+        V, d, n = 200, 300, 30  # d: one full tile of columns and a partial one
         seqs = [rng.integers(0, V, size=rng.integers(1, 300)) for _ in range(n)]
         seqs += [np.zeros(4500, dtype=np.int64)]  # a column cut into chunks
         c = TokenCounts.from_sequences(seqs, V)
         g = torch.Generator().manual_seed(0)
-        E, p, v = (torch.randn(*s, generator=g) for s in ((V, d), (d,), (d,)))
+        E, p, v = (torch.randn(*s, generator=g) / 4 for s in ((V, d), (d,), (d,)))
         assert fused_backend(E[:, 0], E[:, :1]) == "triton"
-        out = []
-        for fn in (gpu_count_attention_output, count_attention_output):
-            leaves = [t.clone().requires_grad_(True) for t in (E, p, v)]
-            f = fn(*leaves, c)
-            (f * torch.linspace(-1, 1, f.numel())).sum().backward()
-            out.append([f.detach()] + [t.grad for t in leaves])
-        rel = [float((a - b).norm() / b.norm()) for a, b in zip(*out)]
-        assert max(rel) <= 1e-5, rel
+        for kind in ("library", "triton"):
+            with dense_passes(kind):
+                assert dense_backend(E, 1) == kind
+                out = []
+                for fn in (gpu_count_attention_output, count_attention_output):
+                    leaves = [t.clone().requires_grad_(True) for t in (E, p, v)]
+                    f = fn(*leaves, c)
+                    (f * torch.linspace(-1, 1, f.numel())).sum().backward()
+                    out.append([f.detach()] + [t.grad for t in leaves])
+            rel = [float((a - b).norm() / b.norm()) for a, b in zip(*out)]
+            assert max(rel) <= 1e-5, (kind, rel)
         """
     )
     env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")

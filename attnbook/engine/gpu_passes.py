@@ -15,25 +15,32 @@ entries directly and shifts each row by its own maximum (exact, nothing to check
   sum_i w_is sum_k R_ik (B_sk - f_ik)`` and ``G_B[s, k] = sum_i w_is R_ik`` with
   ``R_ik = g_ik / den_i``: one pass over the counts in column order.
 
-Both are written with torch operations here (any device, any float dtype, any number of
-heads) and, for float32 and one head on CUDA, as fused Triton kernels
-(:mod:`attnbook.engine.triton_passes`) that read each stored count once; should the
-kernels fail to build, a warning says so and the torch form runs. Every sum runs
-in a fixed order, so results do not change from run to run, and no operation waits for
-the host: a whole training step can be captured in a CUDA graph.
-:func:`count_layout` prepares the index arrays once per corpus and device.
+Both count passes are written with torch operations here (any device, any float
+dtype, any number of heads) and, for float32 and one head on CUDA, as fused Triton
+kernels (:mod:`attnbook.engine.triton_passes`) that read each stored count once. The
+dense passes over ``E`` (:func:`scores`, :func:`embedding_gradients`) are matrix
+products by the vendor's library (cuBLAS; the compiled kernels on a CPU) or, with
+``ATTNBOOK_DENSE_PASSES=triton``, Triton kernels that read ``E`` and write its
+gradient in tiles. Should a Triton kernel fail to build, a warning says so and the
+torch form runs. Every sum runs in a fixed order, so results do not change from run to
+run, and no operation waits for the host: a whole training step can be captured in a
+CUDA graph. :func:`count_layout` prepares the index arrays once per corpus and device.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import warnings
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
-from attnbook.engine import triton_passes
+from attnbook.engine import kernels, triton_passes
 from attnbook.engine.counts import TokenCounts
+from attnbook.engine.memory import gradient_buffer
 
 __all__ = [
     "CountLayout",
@@ -42,6 +49,11 @@ __all__ = [
     "column_sums",
     "fused_backend",
     "TRITON_FAILURES",
+    "DENSE_ENV",
+    "dense_backend",
+    "dense_passes",
+    "scores",
+    "embedding_gradients",
 ]
 
 _CHUNK = 2048  # entries of one column that one Triton program sums (long columns split)
@@ -237,3 +249,68 @@ def column_sums(
     for k in range(B.shape[1]):
         G[:, 1 + k] = _segment_sum(w * R_e[:, k], layout.col_lengths)
     return G
+
+
+#: ``library`` (default: cuBLAS, or the compiled kernels on a CPU) or ``triton``: who
+#: runs the dense passes over ``E``.
+DENSE_ENV = "ATTNBOOK_DENSE_PASSES"
+_DENSE_CHOICE: list[str] = []  # set by dense_passes(), else the environment decides
+
+
+def dense_backend(E: torch.Tensor, heads: int) -> str:
+    """``"triton"`` when the Triton dense passes are asked for (``dense_passes`` or
+    ``ATTNBOOK_DENSE_PASSES=triton``) and serve ``E`` (float32, one head, CUDA),
+    else ``"library"``."""
+    asked = _DENSE_CHOICE[-1] if _DENSE_CHOICE else os.environ.get(DENSE_ENV, "")
+    if asked not in ("", "library", "triton"):
+        raise ValueError(f"{DENSE_ENV} must be 'library' or 'triton', got {asked!r}")
+    ok = E.dtype == torch.float32 and heads == 1 and triton_passes.usable(E)
+    return "triton" if asked == "triton" and ok and not TRITON_FAILURES else "library"
+
+
+@contextlib.contextmanager
+def dense_passes(kind: str) -> Iterator[None]:
+    """Within this block the dense passes are run by ``kind`` (``"library"`` or
+    ``"triton"``), whatever the environment says (to time both)."""
+    if kind not in ("library", "triton"):
+        raise ValueError(f"kind must be 'library' or 'triton', got {kind!r}")
+    _DENSE_CHOICE.append(kind)
+    try:
+        yield
+    finally:
+        _DENSE_CHOICE.pop()
+
+
+def scores(E: torch.Tensor, PW: torch.Tensor) -> torch.Tensor:
+    """``(J, V)`` scores ``PW E^T`` of every token against the ``J`` rows of ``PW``
+    (one read of ``E``; rows contiguous on a GPU)."""
+    if dense_backend(E, PW.shape[0] - 1) == "triton":
+        try:
+            return triton_passes.scores(E, PW)
+        except Exception as err:  # any failure to build or launch
+            _triton_failed(err)
+    if E.device.type == "cpu":
+        return kernels.scores(E, PW).t()
+    return torch.mm(PW, E.t())
+
+
+def embedding_gradients(
+    E: torch.Tensor, G: torch.Tensor, PW: torch.Tensor, need_dE: bool, need_PW: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """``(dE, dPW)``: ``dE = G PW`` (``(V, d)``, rank ``J``: one write) and ``dPW =
+    G^T E`` (``(J, d)``: one read of ``E``), each only when asked for."""
+    if need_dE and need_PW and dense_backend(E, PW.shape[0] - 1) == "triton":
+        try:
+            return triton_passes.dense_backward(E, G, PW, gradient_buffer(E))
+        except Exception as err:  # any failure to build or launch
+            _triton_failed(err)
+    dE = dPW = None
+    if need_dE:
+        out = gradient_buffer(E)
+        if E.device.type == "cpu":
+            dE = kernels.low_rank(G, PW, out)
+        else:  # one matrix product writes the (V, d) block once
+            dE = torch.mm(G, PW, out=out)
+    if need_PW:
+        dPW = kernels.weighted_rows(E, G)
+    return dE, dPW

@@ -22,10 +22,19 @@ except ImportError:  # pragma: no cover - depends on the installation
     triton = None
     tl = None
 
-__all__ = ["available", "usable", "row_sums", "column_sums"]
+__all__ = [
+    "available",
+    "usable",
+    "row_sums",
+    "column_sums",
+    "scores",
+    "dense_backward",
+]
 
 _ROW_BLOCK = 256  # entries of a row loaded at once
 _COL_BLOCK = 512  # entries of a column chunk loaded at once
+_TILE_ROWS, _TILE_COLS = 16, 256  # a tile of E that a dense pass loads at once
+_ROWS_PER_PROGRAM = 64  # rows of E one program of the backward dense pass covers
 
 
 def available() -> bool:
@@ -126,6 +135,62 @@ if triton is not None:
         tl.store(out + 2 * s, acc_a)
         tl.store(out + 2 * s + 1, acc_b)
 
+    @triton.jit
+    def _scores_kernel(E, P, out, V, d, ROWS: tl.constexpr, COLS: tl.constexpr):
+        rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+        rmask = rows < V
+        acc0 = tl.zeros([ROWS], tl.float32)
+        acc1 = tl.zeros([ROWS], tl.float32)
+        for k in range(0, d, COLS):
+            cols = k + tl.arange(0, COLS)
+            cmask = cols < d
+            e = tl.load(
+                E + rows[:, None].to(tl.int64) * d + cols[None, :],
+                mask=rmask[:, None] & cmask[None, :],
+                other=0.0,
+            )
+            p0 = tl.load(P + cols, mask=cmask, other=0.0)
+            p1 = tl.load(P + d + cols, mask=cmask, other=0.0)
+            acc0 += tl.sum(e * p0[None, :], axis=1)
+            acc1 += tl.sum(e * p1[None, :], axis=1)
+        tl.store(out + rows, acc0, mask=rmask)
+        tl.store(out + V + rows, acc1, mask=rmask)
+
+    @triton.jit
+    def _dense_backward_kernel(
+        E,
+        G,
+        P,
+        dE,
+        partial,
+        V,
+        d,
+        PER_PROGRAM: tl.constexpr,
+        ROWS: tl.constexpr,
+        COLS: tl.constexpr,
+    ):
+        pv = tl.program_id(0)
+        cols = tl.program_id(1) * COLS + tl.arange(0, COLS)
+        cmask = cols < d
+        p0 = tl.load(P + cols, mask=cmask, other=0.0)
+        p1 = tl.load(P + d + cols, mask=cmask, other=0.0)
+        acc0 = tl.zeros([COLS], tl.float32)
+        acc1 = tl.zeros([COLS], tl.float32)
+        for k in range(0, PER_PROGRAM, ROWS):
+            rows = pv * PER_PROGRAM + k + tl.arange(0, ROWS)
+            rmask = rows < V
+            g0 = tl.load(G + 2 * rows, mask=rmask, other=0.0)
+            g1 = tl.load(G + 2 * rows + 1, mask=rmask, other=0.0)
+            offs = rows[:, None].to(tl.int64) * d + cols[None, :]
+            mask = rmask[:, None] & cmask[None, :]
+            e = tl.load(E + offs, mask=mask, other=0.0)
+            grad = g0[:, None] * p0[None, :] + g1[:, None] * p1[None, :]
+            tl.store(dE + offs, grad, mask=mask)
+            acc0 += tl.sum(g0[:, None] * e, axis=0)
+            acc1 += tl.sum(g1[:, None] * e, axis=0)
+        tl.store(partial + (2 * pv) * d + cols, acc0, mask=cmask)
+        tl.store(partial + (2 * pv + 1) * d + cols, acc1, mask=cmask)
+
 
 def row_sums(
     indptr: torch.Tensor,
@@ -191,3 +256,41 @@ def column_sums(
     out = torch.empty(V, 2, dtype=a.dtype, device=a.device)
     _combine_kernel[(V,)](first_chunk, per_col, partial, out)
     return out
+
+
+def scores(E: torch.Tensor, PW: torch.Tensor) -> torch.Tensor:
+    """``(2, V)`` ``PW E^T`` for a contiguous float32 ``(V, d)`` ``E`` and ``(2, d)``
+    ``PW``: one read of ``E`` in tiles of ``16 x 256``."""
+    V, d = E.shape
+    out = torch.empty(2, V, dtype=E.dtype, device=E.device)
+    grid = (triton.cdiv(V, _TILE_ROWS),)
+    _scores_kernel[grid](
+        E, PW.contiguous(), out, V, d, ROWS=_TILE_ROWS, COLS=_TILE_COLS
+    )
+    return out
+
+
+def dense_backward(
+    E: torch.Tensor, G: torch.Tensor, PW: torch.Tensor, out: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dE, G^T E)``: ``dE = G PW`` written into ``out`` (``(V, d)``) and the ``(2,
+    d)`` ``G^T E``, in one pass over ``E`` and ``dE`` together (contiguous float32;
+    ``G`` is ``(V, 2)``). Each program sums its rows; the partial sums are added in a
+    fixed order."""
+    V, d = E.shape
+    n_blocks = triton.cdiv(V, _ROWS_PER_PROGRAM)
+    partial = torch.empty(n_blocks, 2, d, dtype=E.dtype, device=E.device)
+    grid = (n_blocks, triton.cdiv(d, _TILE_COLS))
+    _dense_backward_kernel[grid](
+        E,
+        G.contiguous(),
+        PW.contiguous(),
+        out,
+        partial,
+        V,
+        d,
+        PER_PROGRAM=_ROWS_PER_PROGRAM,
+        ROWS=_TILE_ROWS,
+        COLS=_TILE_COLS,
+    )
+    return out, partial.sum(dim=0)

@@ -5,9 +5,10 @@ The same ``f(X_i) = sum_s pi_s(X_i) (E_s . W_k)`` and gradients as
 :mod:`attnbook.engine.gpu_passes` lays it out: every softmax is shifted by its own
 row's maximum, so no row can underflow and nothing needs checking on the host; the
 count passes are fused Triton kernels for float32 and one head on CUDA, torch
-operations otherwise. The dense passes over ``E`` are the same as the CPU engine's:
-the scores ``E [p, W]`` (one read of ``E``), the gradient ``dE = G [p, W]^T`` (one
-write) and ``[p, W]``'s gradient ``G^T E`` (one read). Because nothing waits for the
+operations otherwise. The dense passes over ``E`` are those of the CPU engine: the
+scores ``E [p, W]`` (one read of ``E``), the gradient ``dE = G [p, W]^T`` (one write)
+and ``[p, W]``'s gradient ``G^T E`` (one read), by matrix products or Triton kernels
+(:func:`attnbook.engine.gpu_passes.scores`). Because nothing waits for the
 host, a whole forward and backward can be captured in a CUDA graph
 (:mod:`attnbook.models.graphed`).
 """
@@ -19,10 +20,15 @@ import os
 import torch
 from torch.autograd.function import once_differentiable
 
-from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
-from attnbook.engine.gpu_passes import CountLayout, column_sums, count_layout, row_sums
-from attnbook.engine.memory import gradient_buffer
+from attnbook.engine.gpu_passes import (
+    CountLayout,
+    column_sums,
+    count_layout,
+    embedding_gradients,
+    row_sums,
+    scores,
+)
 
 __all__ = [
     "GPU_ENGINE_ENV",
@@ -54,10 +60,7 @@ class _SyncFreeCountAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, E, p, W, layout: CountLayout):  # type: ignore[override]
         PW = torch.cat((p[None, :], W.t())).contiguous()  # (1 + K, d)
-        if E.device.type == "cpu":
-            S = kernels.scores(E, PW).t()  # (1 + K, V): one pass over E
-        else:  # the scores as rows: a and B[:, k] come out contiguous
-            S = torch.mm(PW, E.t())
+        S = scores(E, PW)  # (1 + K, V): one pass over E
         a, B = S[0], S[1:].t()
         m, den, f = row_sums(layout, a, B)
         ctx.save_for_backward(E, PW, a, B, m, den, f)
@@ -69,15 +72,10 @@ class _SyncFreeCountAttention(torch.autograd.Function):
     def backward(ctx, g):  # type: ignore[override]
         E, PW, a, B, m, den, f = ctx.saved_tensors
         G = column_sums(ctx.layout, a, B, m, g, den, f)  # (V, 1 + K)
-        dE = dp = dW = None
-        if ctx.needs_input_grad[0]:
-            out = gradient_buffer(E)
-            if E.device.type == "cpu":
-                dE = kernels.low_rank(G, PW, out)
-            else:  # one matrix product writes the (V, d) block once
-                dE = torch.mm(G, PW, out=out)
-        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            GtE = kernels.weighted_rows(E, G)  # (1 + K, d): one pass over E
+        need = ctx.needs_input_grad
+        dE, GtE = embedding_gradients(E, G, PW, need[0], need[1] or need[2])
+        dp = dW = None
+        if GtE is not None:
             dp, dW = GtE[0], GtE[1:].t()
         return dE, dp, dW, None
 
