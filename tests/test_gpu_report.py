@@ -61,7 +61,7 @@ def test_tables_from_measurements(tmp_path):
     assert list(engine.columns) == [
         "CPU, 2 cores (Some CPU)",
         "GPU, CPU engine's form (Some GPU)",
-        "GPU, GPU form in a CUDA graph (Some GPU)",
+        "GPU, GPU form in a CUDA graph, dense passes by library (Some GPU)",
     ]
     grad = engine.loc["full-batch gradient (ms)"].tolist()
     assert grad == pytest.approx([100.0, 2.0, 0.1])

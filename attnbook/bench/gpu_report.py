@@ -69,7 +69,8 @@ def engine_table(measurements: dict) -> pd.DataFrame:
         name = gpu["device_name"]
         columns[f"GPU, CPU engine's form ({name})"] = _bench_column(gpu, "eager")
         if gpu.get("gpu"):
-            columns[f"GPU, GPU form in a CUDA graph ({name})"] = _bench_column(
+            how = f"dense passes by {gpu['gpu'].get('dense', 'library')}"
+            columns[f"GPU, GPU form in a CUDA graph, {how} ({name})"] = _bench_column(
                 gpu, "graph"
             )
     return pd.DataFrame(columns)
