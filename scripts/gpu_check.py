@@ -38,6 +38,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -109,6 +110,7 @@ def data_dir() -> str | None:
         os.environ.get("ATTNBOOK_DATA_DIR"),
         ROOT / "shared" / "data",
         ROOT.parent / "shared" / "data",
+        STATE / "synthetic_data",  # written by an earlier call when none of these was
     ):
         if folder and (Path(folder) / "imdb" / "train.parquet").exists():
             return str(Path(folder).resolve())
@@ -212,7 +214,7 @@ def stage_env() -> dict:
     return env
 
 
-def stage_tests() -> dict:
+def stage_tests(timeout: float) -> dict:
     done = load("tests.json", None)
     if done:
         return done
@@ -230,7 +232,13 @@ def stage_tests() -> dict:
     env = base_env("gpu")
     env.pop("ATTNBOOK_DEVICE")
     t0 = time.time()
-    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    try:
+        run = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        log("tests: cut by the budget, run again next call")
+        return {}
     (STATE / "tests.log").write_text(run.stdout + run.stderr)
     result = {
         "rc": run.returncode,
@@ -243,7 +251,10 @@ def stage_tests() -> dict:
 
 
 def start_bench(mode: str) -> subprocess.Popen | None:
-    if (STATE / f"bench_{mode}.json").exists():
+    """Start the benchmark on ``mode``'s device (``None``: done or failed before)."""
+    if (STATE / f"bench_{mode}.json").exists() or (
+        STATE / f"bench_{mode}_error.json"
+    ).exists():
         return None
     args = [
         "--device",
@@ -261,6 +272,27 @@ def start_bench(mode: str) -> subprocess.Popen | None:
     return subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
     )
+
+
+def finish_bench(mode: str, proc: subprocess.Popen | None, deadline: float) -> None:
+    """Wait for a benchmark until the deadline; a failure is recorded (and not run
+    again), one cut by the deadline is run again by the next call."""
+    if proc is None:
+        return
+    try:
+        rc = proc.wait(timeout=max(1.0, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        (STATE / f"bench_{mode}.json").unlink(missing_ok=True)
+        log(f"the {mode} benchmark did not finish within the budget: redone next call")
+        return
+    if rc != 0:
+        tail = (STATE / f"bench_{mode}.log").read_text().splitlines()[-40:]
+        save(f"bench_{mode}_error.json", {"rc": rc, "log_tail": tail})
+        log(f"the {mode} benchmark FAILED (exit {rc}): see bench_{mode}.log")
+    else:
+        log(f"the {mode} benchmark: done")
 
 
 RUNNER = r"""
@@ -311,15 +343,21 @@ def expected_seconds(mode: str, chapter: str) -> float:
     return guess.get(chapter, 120) * (1.0 if mode == "gpu" else 1.2)
 
 
-def stage_chapters(deadline: float, chapters: list[str]) -> dict:
+def stage_chapters(
+    deadline: float, chapters: list[str], gpu_free: threading.Event
+) -> dict:
     """Run the chapters not done yet, one CPU and one GPU chapter at a time, side by
-    side, while the budget lasts."""
+    side, while the budget lasts; GPU chapters start once ``gpu_free`` is set."""
     times = load("chapters.json", {"cpu": {}, "gpu": {}})
     queues = {m: [c for c in chapters if c not in times[m]] for m in ("cpu", "gpu")}
     running: dict[str, tuple[str, subprocess.Popen, float]] = {}
     while any(queues.values()) or running:
+        if time.time() >= deadline:
+            queues = {"cpu": [], "gpu": []}  # what is left: next call
         for mode in ("cpu", "gpu"):
             if mode in running or not queues[mode]:
+                continue
+            if mode == "gpu" and not gpu_free.is_set():
                 continue
             chapter = queues[mode][0]
             if time.time() + expected_seconds(mode, chapter) > deadline:
@@ -349,6 +387,8 @@ def stage_compare() -> dict | None:
     from attnbook.book.device_runs import compare_devices
     from attnbook.book.records import load_records
 
+    for mode in ("cpu", "gpu"):  # a chapter that failed early left no record
+        (STATE / "records" / mode).mkdir(parents=True, exist_ok=True)
     try:
         cpu = load_records(STATE / "records" / "cpu")
         gpu = load_records(STATE / "records" / "gpu")
@@ -437,6 +477,11 @@ def summary(env: dict) -> dict:
         "bench_gpu": bench("gpu"),
         "bench_cpu": bench("cpu"),
         "chapters": rows,
+        "bench_errors": {
+            m: load(f"bench_{m}_error.json", None)
+            for m in ("gpu", "cpu")
+            if (STATE / f"bench_{m}_error.json").exists()
+        },
         "comparison": load("comparison.json", None),
         "tests": load("tests.json", None),
     }
@@ -470,21 +515,23 @@ def main() -> int:
         os.environ["ATTNBOOK_DATA_DIR"] = str(folder)
         env["data_dir"] = f"{folder} (synthetic: timings only)"
         save("env.json", env)
-    benches = [start_bench("gpu")]
-    if not args.skip_cpu_bench:
-        benches.append(start_bench("cpu"))
-    if benches[0] is not None:  # the GPU chapters must not share the GPU with it
-        benches[0].wait(timeout=max(1.0, deadline - time.time()))
-    stage_tests()
-    chapters = [c for c in args.chapters.split(",") if c]
-    stage_chapters(deadline, chapters)
-    for proc in [b for b in benches if b is not None]:
+    gpu_bench = start_bench("gpu")
+    cpu_bench = None if args.skip_cpu_bench else start_bench("cpu")
+    gpu_free = threading.Event()  # set once the GPU benchmark and tests are done
+
+    def gpu_first() -> None:
         try:
-            proc.wait(timeout=max(1.0, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            (STATE / "bench_cpu.json").unlink(missing_ok=True)
-            log("the CPU benchmark did not finish within the budget: redone next call")
+            finish_bench("gpu", gpu_bench, deadline)
+            stage_tests(max(1.0, deadline - time.time()))
+        finally:
+            gpu_free.set()
+
+    first = threading.Thread(target=gpu_first)
+    first.start()
+    chapters = [c for c in args.chapters.split(",") if c]
+    stage_chapters(deadline, chapters, gpu_free)
+    first.join()
+    finish_bench("cpu", cpu_bench, deadline)
     stage_compare()
     result = summary(env)
     out = Path(args.out)
@@ -504,13 +551,26 @@ def main() -> int:
         and (r["cpu_2_cores_s"] is None or r["gpu_s"] is None)
     ]
     wanted = ("gpu",) if args.skip_cpu_bench else ("gpu", "cpu")
-    missing_bench = [m for m in wanted if result[f"bench_{m}"] is None]
+    missing_bench = [
+        m
+        for m in wanted
+        if result[f"bench_{m}"] is None
+        and not (STATE / f"bench_{m}_error.json").exists()
+    ]
     if todo or missing_bench:
         log(
             f"NOT DONE: chapters left {todo}, benchmarks left {missing_bench}; run the "
             "same command again"
         )
         return 3
+    failed = [
+        f"{r['chapter']} ({m})"
+        for r in result["chapters"]
+        for m, rc in (("cpu", r["cpu_rc"]), ("gpu", r["gpu_rc"]))
+        if rc not in (0, None)
+    ]
+    if failed:
+        log(f"chapters with a failed cell (see logs/): {failed}")
     log(f"ALL DONE: results in {out}")
     return 0
 
