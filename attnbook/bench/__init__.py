@@ -39,5 +39,6 @@ Modules: :mod:`~attnbook.bench.usual` (the data and the padded implementation),
 (the measurements), :mod:`~attnbook.bench.gpu` (the engine's GPU form, eager and in a
 CUDA graph, with ``--device cuda``), :mod:`~attnbook.bench.gpu_report` (the GPU
 measurements of ``scripts/gpu_check.py`` as the Performance page's tables),
-:mod:`~attnbook.bench.cli` (the command line). The benchmark is the top layer: it may import every other subpackage; nothing imports it.
+:mod:`~attnbook.bench.cli` (the command line). The benchmark is the top layer: it may
+import every other subpackage; nothing imports it.
 """
