@@ -35,6 +35,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,32 +45,32 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / "_build" / "gpu_check"
-CHAPTERS = [
-    "01_setup",
-    "02_one_step",
-    "03_implicit_bias",
-    "04_real_data",
-    "05a_two_layer",
-    "05b_mlp_head",
-    "05c_multiclass",
-    "05d_small_dim",
-    "05e_xor",
-    "performance",
-]
-#: What each chapter computes (the workload passed to start_chapter): the policy run
-#: of a chapter is its CPU run for "synthetic" and its GPU run for "real".
-WORKLOADS = {
-    "01_setup": "synthetic",
-    "02_one_step": "synthetic",
-    "03_implicit_bias": "synthetic",
-    "04_real_data": "real",
-    "05a_two_layer": "real",
-    "05b_mlp_head": "real",
-    "05c_multiclass": "real",
-    "05d_small_dim": "real",
-    "05e_xor": "synthetic",
-    "performance": "real",
-}
+
+
+def book_chapters() -> list[str]:
+    """The notebooks under ``chapters/`` that start a chapter (``start_chapter``)."""
+    names = []
+    for nb in sorted((ROOT / "chapters").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        if any("start_chapter(" in "".join(c["source"]) for c in cells):
+            names.append(nb.stem)
+    return names
+
+
+CHAPTERS = book_chapters()
+WORKLOAD_ARG = re.compile(r"start_chapter\([^)]*workload\s*=\s*[\"'](\w+)[\"']")
+
+
+def workload(chapter: str) -> str:
+    """What the chapter says it computes (``workload=`` of its ``start_chapter`` call;
+    ``"real"`` when it does not say): its policy run is its CPU run for
+    ``"synthetic"`` and its GPU run for ``"real"``."""
+    nb = json.loads((ROOT / "chapters" / f"{chapter}.ipynb").read_text())
+    source = "\n".join("".join(c["source"]) for c in nb["cells"])
+    found = WORKLOAD_ARG.search(source)
+    return found.group(1) if found else "real"
+
+
 # two cores each, as a notebook runtime has; the CPU benchmark runs on cores of its own
 CPU_CORES = {"cpu": "0,1", "gpu": "2,3", "bench_cpu": "4,5", "bench_gpu": "6,7"}
 MODULES = (
@@ -455,11 +456,12 @@ def summary(env: dict) -> dict:
     rows = []
     for chapter in CHAPTERS:
         cpu, gpu = times["cpu"].get(chapter), times["gpu"].get(chapter)
-        policy = cpu if WORKLOADS[chapter] == "synthetic" else gpu
+        kind = workload(chapter)
+        policy = cpu if kind == "synthetic" else gpu
         rows.append(
             {
                 "chapter": chapter,
-                "workload": WORKLOADS[chapter],
+                "workload": kind,
                 "cpu_2_cores_s": cpu and cpu["seconds"],
                 "cpu_rc": cpu and cpu["rc"],
                 "gpu_s": gpu and gpu["seconds"],
