@@ -386,7 +386,7 @@ def stage_chapters(
 
 def stage_compare() -> dict | None:
     from attnbook.book.device_runs import compare_devices
-    from attnbook.book.records import load_records
+    from attnbook.book.record_files import load_records
 
     for mode in ("cpu", "gpu"):  # a chapter that failed early left no record
         (STATE / "records" / mode).mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,12 @@
 """The records of a chapter run on two devices, compared value by value within each
 value's tolerance.
 
-:func:`attnbook.book.records.compare_records` asks two runs on one machine for identical
-numbers. Run on a GPU, the same chapter adds its sums in other orders, so its numbers
-differ from the CPU run's by rounding, and the training loops carry that rounding
-forward. :func:`compare_devices` compares every glued number (lists element by element)
-and every check of two sets of records within the tolerance that :data:`TOLERANCES`
-states for it, and reports how many values were compared, the largest relative
+:func:`attnbook.book.record_files.compare_records` asks two runs on one machine for
+identical numbers. Run on a GPU, the same chapter adds its sums in other orders, so its
+numbers differ from the CPU run's by rounding, and the training loops carry that
+rounding forward. :func:`compare_devices` compares every glued number (lists element
+by element) and every check of two sets of records within the tolerance that
+:data:`TOLERANCES` states for it, and reports how many values were compared, the largest relative
 difference, and each value outside its tolerance. Outcomes of checks (passed or not)
 must be the same; values marked volatile (timings) are only counted.
 """
@@ -159,8 +159,9 @@ def compare_devices(
     other: dict[str, dict],
     rules: tuple[Tolerance, ...] = TOLERANCES,
 ) -> DeviceComparison:
-    """Compare two sets of records (:func:`attnbook.book.records.load_records`), e.g. a
-    CPU run (``reference``) and a GPU run (``other``), value by value within
+    """Compare two sets of records (as
+    :func:`attnbook.book.record_files.load_records` reads them), e.g. a CPU run
+    (``reference``) and a GPU run (``other``), value by value within
     :data:`TOLERANCES`; chapters recorded in only one set are reported as outside."""
     out = DeviceComparison()
     for chapter in sorted(set(reference) | set(other)):

@@ -290,7 +290,7 @@ def scores(E: torch.Tensor, PW: torch.Tensor) -> torch.Tensor:
         except Exception as err:  # any failure to build or launch
             _triton_failed(err)
     if E.device.type == "cpu":
-        return kernels.scores(E, PW).t()
+        return kernels.scores_unchecked(E, PW).t()
     return torch.mm(PW, E.t())
 
 
@@ -308,9 +308,9 @@ def embedding_gradients(
     if need_dE:
         out = gradient_buffer(E)
         if E.device.type == "cpu":
-            dE = kernels.low_rank(G, PW, out)
+            dE = kernels.low_rank_unchecked(G, PW, out)
         else:  # one matrix product writes the (V, d) block once
             dE = torch.mm(G, PW, out=out)
     if need_PW:
-        dPW = kernels.weighted_rows(E, G)
+        dPW = kernels.weighted_rows_unchecked(E, G)
     return dE, dPW
