@@ -6,9 +6,9 @@ identical numbers. Run on a GPU, the same chapter adds its sums in other orders,
 numbers differ from the CPU run's by rounding, and the training loops carry that
 rounding forward. :func:`compare_devices` compares every glued number (lists element
 by element) and every check of two sets of records within the tolerance that
-:data:`TOLERANCES` states for it, and reports how many values were compared, the largest relative
-difference, and each value outside its tolerance. Outcomes of checks (passed or not)
-must be the same; values marked volatile (timings) are only counted.
+:data:`TOLERANCES` states for it, and reports how many values were compared, the
+largest relative difference, and each value outside its tolerance. Outcomes of checks
+(passed or not) must be the same; values marked volatile (timings) are only counted.
 """
 
 from __future__ import annotations
