@@ -241,7 +241,10 @@ _OVERFLOWS = """
     const math = c.querySelector('mjx-math') || c;
     const item = (MathJax.startup.document.math.toArray ? MathJax.startup.document.math.toArray()
                   : [...MathJax.startup.document.math]).find(m => m.typesetRoot === c);
-    const over = Math.max(excess(math, c), excess(c, c.parentElement));
+    let over = Math.max(excess(math, c), excess(c, c.parentElement));
+    // Sphinx floats the equation number right of the display: the formula must stop before it.
+    const eqno = c.parentElement.querySelector(':scope > .eqno');
+    if (eqno) over = Math.max(over, math.getBoundingClientRect().right - eqno.getBoundingClientRect().left);
     if (over > tolerance) out.push({kind: 'display', px: Math.round(over),
       box: Math.round(c.clientWidth), what: item ? '$$' + short(item.math) + '$$' : short(c.textContent)});
   }
