@@ -7,7 +7,7 @@ import torch
 
 from attnbook.data.selection import assumption_one_data
 from attnbook.theory.flow import gradient_flow
-from attnbook.theory.flow_analysis import one_step_setting
+from attnbook.theory.flow_analysis import one_step_setting, pair_derivatives
 from attnbook.theory.flow_batch import batched_gradient_flow
 from attnbook.theory.selection_map import classify_outcome, selection_map, step_ratio
 
@@ -193,3 +193,26 @@ def test_selection_map_small_and_infinite_ratio():
     assert (infinite["outcome"] == "collapses").all()
     assert (infinite["lost_sign"] == -np.sign(infinite["end_dot_v"])).all()
     assert (infinite["fraction_lost"] == 0.5).all()
+
+
+def test_pair_derivatives():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        k = int(rng.integers(3, 7))
+        out = pair_derivatives(
+            rng.normal(size=k), rng.normal(size=k), rng.integers(1, 4, size=k), 1, 0, 1
+        )
+        assert abs(out["autograd"] - out["general"]) < 1e-14
+    # the tie of chapter 3: b_A = b_B = 1, b_N = 0; the two-token form says 0, the
+    # general form pi_N (pi_A - pi_B)
+    out = pair_derivatives([0.3, -0.2, 0.0], [1.0, 1.0, 0.0], [1, 1, 1], 1, 0, 1)
+    assert out["two_token"] == 0.0 and out["general"] > 0
+    assert abs(out["autograd"] - out["general"]) < 1e-15
+    # when the pair holds all the attention the two forms agree
+    out = pair_derivatives([5.0, 4.0, -40.0], [1.0, 0.2, 3.0], [1, 2, 1], -1, 0, 1)
+    assert out["other_mass"] < 1e-15
+    assert out["two_token"] == pytest.approx(out["general"], rel=1e-12)
+    with pytest.raises(ValueError):
+        pair_derivatives([0.0, 1.0], [0.0, 1.0], [1, 1], 1, 0, 0)
+    with pytest.raises(ValueError):
+        pair_derivatives([0.0, 1.0], [0.0, 1.0], [1, 1], 0, 0, 1)

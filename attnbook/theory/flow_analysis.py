@@ -28,6 +28,7 @@ __all__ = [
     "one_step_problem",
     "value_gap",
     "path_summary",
+    "pair_derivatives",
 ]
 
 
@@ -212,4 +213,40 @@ def path_summary(
         "min_grad_along": float(path.grad_along.min())
         if path.grad_along.size
         else float("nan"),
+    }
+
+
+def pair_derivatives(
+    scores: object, values: object, counts: object, label: int, a: int, a2: int
+) -> dict[str, float]:
+    """The derivative of ``y f`` along the score move that raises ``a_a`` and lowers
+    ``a_a2`` by the same amount, for one sequence, three ways.
+
+    The sequence is given by its distinct tokens' ``scores`` (``p . E_s``), ``values``
+    (``v . E_s``) and ``counts``; ``a`` and ``a2`` index two of them. Returns
+
+    - ``autograd``: by automatic differentiation of ``f(scores)``;
+    - ``general``: the closed form ``y [pi_a (b_a - f) - pi_a2 (b_a2 - f)]``;
+    - ``two_token``: ``2 y pi_a pi_a2 (b_a - b_a2)``, the same when ``pi_a + pi_a2 =
+      1``;
+    - ``other_mass``: ``1 - pi_a - pi_a2``.
+    """
+    s = torch.as_tensor(np.asarray(scores, dtype=np.float64)).requires_grad_(True)
+    b = torch.as_tensor(np.asarray(values, dtype=np.float64))
+    n = torch.as_tensor(np.asarray(counts, dtype=np.float64))
+    if not (s.ndim == 1 and s.shape == b.shape == n.shape and (n > 0).all()):
+        raise ValueError("scores, values and counts must be 1-D, equal, counts > 0")
+    if a == a2 or not (0 <= a < s.numel() and 0 <= a2 < s.numel()):
+        raise ValueError(f"a and a2 must be two distinct indices, got {a}, {a2}")
+    if label not in (-1, 1):
+        raise ValueError(f"label must be -1 or +1, got {label!r}")
+    pi = torch.softmax(s + torch.log(n), dim=0)
+    f = pi @ b
+    (grad,) = torch.autograd.grad(label * f, s)
+    pi, f = pi.detach(), float(f.detach())
+    return {
+        "autograd": float(grad[a] - grad[a2]),
+        "general": float(label * (pi[a] * (b[a] - f) - pi[a2] * (b[a2] - f))),
+        "two_token": float(2 * label * pi[a] * pi[a2] * (b[a] - b[a2])),
+        "other_mass": float(1 - pi[a] - pi[a2]),
     }
