@@ -10,7 +10,8 @@ integrates in *logarithmic time*: with ``tau = log(1 + t / t0)`` the flow reads
 explicit Euler steps of constant size ``dtau`` reach ``t = e^k`` in ``O(k / dtau)``
 steps. Each step is a plain gradient step with step size ``h = dtau (t0 + t)``,
 proportional to the elapsed time. A step that would increase the loss is rejected and
-``dtau`` halved (the step left the region where Euler tracks the flow).
+``dtau`` halved (the step left the region where Euler tracks the flow); a rise below the
+rounding of its own computation (:data:`ROUNDING_FLOOR`) does not count.
 
 Numerical stability at large ``||p||``: the softmax is shifted by the per-sequence
 maximum score (as in :mod:`attnbook.models.attention`), and the loss and its gradient
@@ -40,6 +41,13 @@ from attnbook.engine.counts import TokenCounts, as_token_counts
 from attnbook.engine.segments import segment_sum
 from attnbook.theory.max_margin import selection_sets
 
+#: A step is rejected when the loss rises by more than this many units of float64
+#: rounding (2^-53) of the terms ``pi_s |b_s - b_{r_i}|`` whose sums give the change of
+#: every output: below that, the sign of the change is rounding noise. Without it the
+#: integrator halves its step for ever at a stationary point whose gradient is pure
+#: rounding (a symmetric saddle).
+ROUNDING_FLOOR = 8 * 2.0**-53
+
 __all__ = [
     "FlowProblem",
     "FlowState",
@@ -47,6 +55,7 @@ __all__ = [
     "gradient_flow",
     "default_t0",
     "finite_number",
+    "ROUNDING_FLOOR",
     "direction_cosines",
 ]
 
@@ -63,6 +72,7 @@ class FlowState:
     gap: torch.Tensor  # (n,) f_i - b_{r_i}, to full relative precision
     ref: torch.Tensor  # (n,) id of the top-scoring token r_i
     attention: torch.Tensor  # (nnz,) attention mass of every stored entry
+    spread: torch.Tensor | None = None  # (n,) sum_s pi_s |b_s - b_{r_i}|
 
 
 class FlowProblem:
@@ -131,7 +141,8 @@ class FlowProblem:
         coef = dloss_df[self.rows] * pi * (db - gap[self.rows])
         g_tok = torch.zeros(self.E.shape[0], dtype=torch.float64, device=self.device)
         g_tok.index_add_(0, self.tok, coef)
-        return FlowState(p, loss, self.E.T @ g_tok, f, gap, ref, pi)
+        spread = segment_sum(pi * db.abs(), self.rows, self.n)
+        return FlowState(p, loss, self.E.T @ g_tok, f, gap, ref, pi, spread)
 
     def loss_change(self, old: FlowState, p_new: torch.Tensor) -> float:
         """``L(p_new) - L(old.p)``, with the top tokens of ``old`` as common
@@ -140,6 +151,16 @@ class FlowProblem:
         df = gap_new - old.gap
         terms = torch.log1p(torch.sigmoid(-self.y * old.f) * torch.expm1(-self.y * df))
         return float(terms.mean())
+
+    def step_accepted(self, old: FlowState, p_new: torch.Tensor) -> bool:
+        """Whether the step from ``old.p`` to ``p_new`` does not raise the loss by more
+        than the rounding of the computation of its change (:data:`ROUNDING_FLOOR`)."""
+        pi, db, gap_new, _ = self._attention_and_gap(p_new, old.ref)
+        weight = torch.sigmoid(-self.y * old.f)
+        change = torch.log1p(weight * torch.expm1(-self.y * (gap_new - old.gap)))
+        spread_new = segment_sum(pi * db.abs(), self.rows, self.n)
+        floor = ROUNDING_FLOOR * weight * (old.spread + spread_new)
+        return float(change.mean()) <= float(floor.mean())
 
     def loss(self, p: torch.Tensor) -> float:
         return self.state(p).loss
@@ -327,7 +348,7 @@ def gradient_flow(
             )
         h = min(dtau * (t0 + t), t_end - t) if t_end - t > 0 else 0.0
         p_new = st.p - h * st.grad
-        if problem.loss_change(st, p_new) > 0:
+        if not problem.step_accepted(st, p_new):
             dtau *= 0.5
             rejected += 1
             streak = 0

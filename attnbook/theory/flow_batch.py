@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from attnbook.theory.flow import (
+    ROUNDING_FLOOR,
     FlowPath,
     FlowProblem,
     default_t0,
@@ -130,15 +131,21 @@ class _Batch:
             "b_ref": b_ref,
             "gap": gap,
             "pi": pi,
+            "spread": (pi * db.abs()).sum(dim=2),
         }
 
-    def loss_change(self, old: dict, new: dict) -> torch.Tensor:
-        """``L(new) - L(old)`` per problem, from the change of every output written
-        relative to the reference tokens (exact zero terms where they agree)."""
+    def rejects(self, old: dict, new: dict) -> torch.Tensor:
+        """``(B,)`` bool: whether the step from ``old`` to ``new`` raises the loss by
+        more than the rounding of its computation (as in
+        :meth:`attnbook.theory.flow.FlowProblem.step_accepted`); the change of every
+        output is written relative to the reference tokens (exactly zero terms where the
+        references agree)."""
         df = (new["b_ref"] - old["b_ref"]) + (new["gap"] - old["gap"])
         weight = torch.sigmoid(-self.y * old["f"])
         terms = torch.log1p(weight * torch.expm1(-self.y * df))
-        return (terms * self.row_mask).sum(1) / self.n_rows
+        floor = ROUNDING_FLOOR * weight * (old["spread"] + new["spread"])
+        change = (terms * self.row_mask).sum(1)
+        return change > (floor * self.row_mask).sum(1)
 
 
 def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -233,7 +240,7 @@ def batched_gradient_flow(
         h = torch.where(active, torch.minimum(step * (t0 + t), t_end - t), 0.0)
         c_new = c - h[:, None] * st["grad"]
         new = batch.state(c_new)
-        reject = active & (batch.loss_change(st, new) > 0)
+        reject = active & batch.rejects(st, new)
         accept = active & ~reject
         step = torch.where(reject, 0.5 * step, step)
         rejected += reject

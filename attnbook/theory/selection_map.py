@@ -70,12 +70,14 @@ def selection_map(
     cls_scales: Sequence[float],
     eta: float,
     log_t_max: float = 25.0,
+    dtau: float = 0.02,
     seed_offset: int = 0,
     device: torch.device | str | None = None,
     check_every: int = 25,
 ):
     """Integrate the flow for every (instance, ``embed_scale``, ``dim``, ``cls_scale``)
-    and classify its end; one pandas DataFrame row per run.
+    and classify its end; one pandas DataFrame row per run (``log_t_max`` and ``dtau``
+    as in :func:`~attnbook.theory.flow_batch.batched_gradient_flow`).
 
     Instance ``j`` (data satisfying Assumption 1, with ``.important``) is paired with
     the initialization seed ``seed_offset + j`` at every scale and dimension, so that
@@ -127,6 +129,7 @@ def selection_map(
     paths = batched_gradient_flow(
         problems,
         log_t_max=log_t_max,
+        dtau=dtau,
         selected=selected,
         device=device,
         check_every=check_every,
@@ -143,5 +146,7 @@ def selection_map(
             end_dot_v=float(path.p[-1] @ run.pop("_v")),
             min_mass=float(mass.min()),
             end_norm=float(np.linalg.norm(path.p[-1])),
+            steps=path.steps,
+            rejected=path.rejected,
         )
     return pd.DataFrame(runs)
