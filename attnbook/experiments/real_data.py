@@ -20,7 +20,13 @@ import torch
 from attnbook.data.corpus import ReviewCorpus
 from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.models.parameters import init_parameters
-from attnbook.models.training import History, binary_loss_closure, fit, plateau_stop
+from attnbook.models.training import (
+    OPTIMIZERS,
+    History,
+    binary_loss_closure,
+    fit,
+    plateau_stop,
+)
 from attnbook.theory.one_step import one_gradient_step
 
 __all__ = [
@@ -32,10 +38,8 @@ __all__ = [
     "run_review_experiment",
     "top_tokens",
     "pick_examples",
-    "MODEL_NAMES",
-    "metrics_at",
-    "summary_rows",
-    "summary_glue_values",
+    "StartingPoints",
+    "starting_points",
 ]
 
 
@@ -166,6 +170,39 @@ class ReviewExperimentConfig:
     steps_one_step_head: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("dim", "eval_every", "window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("steps_full", "steps_head"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(
+                    f"{name} must be a non-negative integer, got {value!r}"
+                )
+        for name, positive in (
+            ("init_scale", True),
+            ("eta", False),
+            ("lr_full", True),
+            ("lr_head", True),
+        ):
+            value = getattr(self, name)
+            ok = isinstance(value, (int, float)) and np.isfinite(value)
+            if not ok or value < 0 or (positive and value == 0):
+                need = "positive" if positive else "non-negative"
+                raise ValueError(
+                    f"{name} must be a finite {need} number, got {value!r}"
+                )
+        if not 0 < self.rel_tol < 1:
+            raise ValueError(f"rel_tol must be in (0, 1), got {self.rel_tol}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}"
+            )
+        if self.dtype not in (torch.float32, torch.float64):
+            raise ValueError(
+                f"dtype must be torch.float32 or torch.float64, got {self.dtype}"
+            )
         if self.steps_one_step_head is not None and self.steps_one_step_head < 0:
             raise ValueError(
                 "steps_one_step_head must be non-negative, got "
@@ -209,6 +246,57 @@ def _detached(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: t.detach().clone() for k, t in params.items()}
 
 
+@dataclass(frozen=True)
+class StartingPoints:
+    """The parameters every model of the chapter starts from, drawn once.
+
+    ``init``: ``E^0`` (rows of norm about ``init_scale``), ``p^0``, ``v^0`` (norm about
+    one); ``random_E``: the same with ``E^0 / init_scale`` (rows of norm about one);
+    ``one_step``: ``E^1``, one exact gradient step of size ``eta`` on ``E`` from
+    ``init``, with ``p^0``, ``v^0``.
+    """
+
+    init: dict[str, torch.Tensor]
+    random_E: dict[str, torch.Tensor]
+    one_step: dict[str, torch.Tensor]
+
+    def __getitem__(self, key: str) -> dict[str, torch.Tensor]:
+        if key not in ("init", "random_E", "one_step"):
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+def starting_points(
+    corpus: ReviewCorpus,
+    config: ReviewExperimentConfig,
+    *,
+    generator: torch.Generator,
+    device: torch.device | str | None = None,
+) -> StartingPoints:
+    """Draw the initialization of :class:`StartingPoints` from ``generator``
+    (:func:`attnbook.models.parameters.init_parameters` at unit scale, ``E`` then
+    multiplied by ``config.init_scale``) and take the one step of size ``config.eta``
+    (:func:`attnbook.theory.one_step.one_gradient_step` on ``corpus.train``)."""
+    init = init_parameters(
+        corpus.vocab_size,
+        config.dim,
+        scale=1.0,
+        generator=generator,
+        dtype=config.dtype,
+        device=device,
+    )
+    init = _detached(init)
+    unit_E = init["E"]
+    init["E"] = unit_E * config.init_scale
+    y_train = corpus.labels("train", dtype=config.dtype, device=unit_E.device)
+    E1 = one_gradient_step(init, corpus.train.to(unit_E.device), y_train, config.eta)
+    return StartingPoints(
+        init=_detached(init),
+        random_E=_detached({**init, "E": unit_E}),
+        one_step=_detached({**init, "E": E1}),
+    )
+
+
 def run_review_experiment(
     corpus: ReviewCorpus,
     config: ReviewExperimentConfig,
@@ -225,30 +313,18 @@ def run_review_experiment(
     logistic loss on ``corpus.train``); all training goes through
     :func:`train_on_reviews`.
     """
-    init = init_parameters(
-        corpus.vocab_size,
-        config.dim,
-        scale=1.0,
-        generator=generator,
-        dtype=config.dtype,
-        device=device,
-    )
-    init = _detached(init)
-    unit_E = init["E"]
-    init["E"] = unit_E * config.init_scale
-    y_train = corpus.labels("train", dtype=config.dtype, device=unit_E.device)
-    E1 = one_gradient_step(init, corpus.train.to(unit_E.device), y_train, config.eta)
-
+    points = starting_points(corpus, config, generator=generator, device=device)
+    init, E1 = points.init, points.one_step["E"]
     starts = {
         "full": (init, ("E", "p", "v"), config.lr_full, config.steps_full),
         "random_E": (
-            {**init, "E": unit_E},
+            points.random_E,
             ("p", "v"),
             config.lr_head,
             config.steps_head,
         ),
         "one_step_head": (
-            {**init, "E": E1},
+            points.one_step,
             ("p", "v"),
             config.lr_head,
             config.steps_head
@@ -347,91 +423,3 @@ def pick_examples(
         rows = np.flatnonzero(mask)
         picks[name] = int(rows[np.argmax(score[rows])])
     return picks
-
-
-#: The four models of :class:`ReviewExperiment`, by key, as the chapter names them.
-MODEL_NAMES = {
-    "full": "trained E, p, v",
-    "random_E": "random fixed E",
-    "one_step": "one step on E",
-    "one_step_head": "one step, then frozen E",
-}
-_FINAL_METRICS = (
-    "train_loss",
-    "train_accuracy",
-    "test_loss",
-    "test_accuracy",
-    "test_balanced_accuracy",
-)
-
-
-def metrics_at(history: History, step: int) -> dict[str, float]:
-    """The metrics ``history`` recorded at evaluation step ``step``."""
-    if step not in history.eval_steps:
-        raise ValueError(f"step {step} is not an evaluation step of this history")
-    j = history.eval_steps.index(step)
-    return {m: v[j] for m, v in history.metrics.items()}
-
-
-def summary_rows(
-    experiment: ReviewExperiment, corpus: ReviewCorpus, data_name: str
-) -> list[dict[str, object]]:
-    """One row per model of ``experiment``: its metrics at the best validation step, the
-    last step, and the final metrics of the trained models; the one-step model (not
-    trained) is evaluated on every split after its single step."""
-    rows: list[dict[str, object]] = []
-    for key in ("full", "random_E", "one_step_head"):
-        h = experiment.histories[key]
-        best_step, last_step = experiment.best_steps[key], h.eval_steps[-1]
-        final = metrics_at(h, last_step)
-        rows.append(
-            {
-                "data": data_name,
-                "model": MODEL_NAMES[key],
-                "best step": best_step,
-                "last step": last_step,
-                **metrics_at(h, best_step),
-                **{f"final_{m}": final[m] for m in _FINAL_METRICS},
-            }
-        )
-    one = experiment.params["one_step"]
-    row: dict[str, object] = {
-        "data": data_name,
-        "model": MODEL_NAMES["one_step"],
-        "best step": 1,
-        "last step": 1,
-    }
-    splits = {
-        "train": corpus.train,
-        "validation": corpus.validation,
-        "test": corpus.test,
-    }
-    for split, prefix in (("train", "train"), ("validation", "val"), ("test", "test")):
-        ev = evaluate_binary(
-            one,
-            splits[split].to(one["E"].device),
-            corpus.labels(split, dtype=one["E"].dtype, device=one["E"].device),
-        )
-        row.update(
-            {
-                f"{prefix}_loss": ev["loss"],
-                f"{prefix}_accuracy": ev["accuracy"],
-                f"{prefix}_balanced_accuracy": ev["balanced_accuracy"],
-            }
-        )
-    rows.append(row)
-    return rows
-
-
-def summary_glue_values(table: pd.DataFrame) -> dict[str, int | float]:
-    """Every non-missing entry of a table of :func:`summary_rows` (indexed by data and
-    model) as ``{"<data>_<model key>_<column>": value}``: steps as integers, the rest as
-    floats."""
-    keys = {name: key for key, name in MODEL_NAMES.items()}
-    out: dict[str, int | float] = {}
-    for (data, model), row in table.iterrows():
-        for col, value in row.items():
-            if pd.notna(value):
-                value = int(value) if col.endswith("step") else float(value)
-                out[f"{data.lower()}_{keys[model]}_{col.replace(' ', '_')}"] = value
-    return out
