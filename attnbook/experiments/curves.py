@@ -48,9 +48,9 @@ _GROUPS = ("E", "p", "v")
 class Dynamics:
     """An optimizer and its step size per parameter group.
 
-    ``optimizer`` is ``"adam"`` or ``"gd"`` (plain full-batch gradient descent); ``lr``
-    maps each of ``E``, ``p``, ``v`` that may be trained to a positive step size (a group
-    missing from ``lr`` cannot be trained with these dynamics).
+    ``optimizer`` is ``"adam"`` or ``"gd"`` (plain full-batch gradient descent);
+    ``lr`` maps each of ``E``, ``p``, ``v`` that may be trained to a positive step size
+    (a group missing from ``lr`` cannot be trained with these dynamics).
     """
 
     optimizer: str
@@ -264,7 +264,8 @@ def spread_curves(
     """The within-bin spread of each score under ``numerator`` divided by that under
     ``denominator``, at every evaluation step (>= 1) the two curves share, in every
     reading of :data:`SPREAD_READINGS` (``n_bins`` bins of ``[lo, hi]``; bins with at
-    least two tokens). Columns ``step``, ``score`` (``E.v`` / ``E.p``), ``reading``, ``ratio``."""
+    least two tokens). Columns ``step``, ``score`` (``E.v`` / ``E.p``), ``reading``,
+    ``ratio``."""
     x = np.asarray(importance, dtype=np.float64)
     keep = np.isfinite(x)
     rows = []

@@ -30,8 +30,8 @@ Binned statistics (:func:`bin_statistics`, :func:`within_bin_spread`)
 
     :func:`observed_range` gives the bins of the paper (``[min I, max I]`` of the
     tokens) instead of ``[-1, 1]``; :func:`mean_within_bin_std` averages the per-bin
-    standard deviations over tokens or over bins, the two readings of "average within-bin
-    standard deviation".
+    standard deviations over tokens or over bins, the two readings of "average
+    within-bin standard deviation".
 
 Rank correlations (:func:`spearman`, :func:`bootstrap_rank_correlation`,
 :func:`partial_spearman`)

@@ -37,7 +37,8 @@ __all__ = [
 def _check_rng(rng: object) -> None:
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
-            "rng must be a numpy.random.Generator (see attnbook.runtime.seed_everything)"
+            "rng must be a numpy.random.Generator "
+            "(see attnbook.runtime.seed_everything)"
         )
 
 
