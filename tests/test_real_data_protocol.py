@@ -275,3 +275,71 @@ def test_synthetic_corpus_one_relevant_token_on_average():
         corpus.labels("validation")
     with pytest.raises(ValueError, match="length"):
         one_relevant_spec(5, 50, 1)
+    # conditioned on Assumption 1: every sequence holds exactly one relevant token, of
+    # its own class
+    cond, data = synthetic_corpus(
+        spec, 300, 10, np.random.default_rng(1), exactly_one=True
+    )
+    assert cond.train.n_sequences == 300
+    assert (relevant_per_sequence(data) == 1).all()
+    cls = spec.token_class
+    for seq, y in zip(data.sequences, data.labels):
+        assert set(cls[seq]) <= {0, int(y)}
+
+
+# ------------------------------------------------------------------- paper's numbers
+def _fake_curve(acc, loss, steps=(0, 1, 10, 100)):
+    from attnbook.experiments.curves import Curve
+
+    return Curve(
+        steps=list(steps),
+        metrics={
+            "train_accuracy": list(acc),
+            "train_loss": list(loss),
+            "test_accuracy": [a - 0.1 for a in acc],
+            "test_loss": [x + 0.2 for x in loss],
+        },
+    )
+
+
+def test_paper_number_table_and_matching_steps():
+    from attnbook.experiments.paper_protocol import matching_steps, paper_number_table
+
+    curves = {
+        ("full", "a"): _fake_curve([0.5, 0.8, 0.96, 0.99], [0.7, 0.4, 0.09, 0.02]),
+        ("random_E", "a"): _fake_curve([0.5, 0.6, 0.72, 0.8], [0.7, 0.65, 0.6, 0.5]),
+        ("one_step_head", "a"): _fake_curve([0.5] * 4, [0.7] * 4),
+    }
+    table = paper_number_table(curves)
+    assert len(table) == 4  # two models with a paper number, two splits
+    row = table.loc[("a", "trained E", "train")]
+    assert row["first step at the paper's accuracy"] == 10
+    assert row["first step at the paper's loss"] == 10
+    assert row["best accuracy"] == 0.99
+    test_row = table.loc[("a", "trained E", "test")]
+    assert np.isnan(test_row["first step at the paper's accuracy"])  # 0.89 at most
+    assert matching_steps(curves, "a", "train", accuracy_tol=0.01, loss_tol=0.01) == [
+        10
+    ]
+    assert matching_steps(curves, "a", "test", accuracy_tol=0.01, loss_tol=0.01) == []
+    with pytest.raises(ValueError, match="tolerances"):
+        matching_steps(curves, "a", "train", accuracy_tol=-1, loss_tol=0)
+
+
+def test_crossing_steps():
+    import pandas as pd
+
+    from attnbook.experiments.paper_protocol import crossing_steps
+
+    frame = pd.DataFrame(
+        {
+            "step": [1, 10, 100, 1, 10, 100],
+            "score": ["E.v"] * 6,
+            "reading": ["tokens"] * 3 + ["bins"] * 3,
+            "ratio": [0.5, 0.1, 0.3, 0.9, 0.8, 0.7],
+        }
+    )
+    out = crossing_steps(frame, "E.v")
+    assert out["tokens"] == 10 and np.isnan(out["bins"])
+    with pytest.raises(ValueError, match="score"):
+        crossing_steps(frame, "E.w")

@@ -6,8 +6,9 @@ sequences of length ``T``: a position is irrelevant with probability
 ``delta = (T - 1) / T``, so a sequence holds one relevant token on average, of its own
 class. :func:`synthetic_corpus` samples a training and a test split as a
 :class:`CountsCorpus`, which the training code of the real-data chapter accepts in
-place of a review corpus. :func:`relevant_per_sequence` counts the relevant tokens of
-each sequence (Assumption 1 asks for exactly one).
+place of a review corpus, either as drawn or conditioned on Assumption 1 (exactly one
+relevant token per sequence). :func:`relevant_per_sequence` counts the relevant tokens
+of each sequence.
 """
 
 from __future__ import annotations
@@ -85,15 +86,40 @@ def one_relevant_spec(n_relevant: int, n_neutral: int, length: int) -> Synthetic
     )
 
 
+def _draw(
+    spec: SyntheticSpec, n: int, rng: np.random.Generator, exactly_one: bool
+) -> SyntheticData:
+    if not exactly_one:
+        return sample_sequences(spec, n, rng)
+    seqs: list[np.ndarray] = []
+    labels: list[int] = []
+    while len(seqs) < n:
+        batch = sample_sequences(spec, 2 * n, rng)
+        keep = np.flatnonzero(relevant_per_sequence(batch) == 1)
+        seqs += [batch.sequences[i] for i in keep]
+        labels += batch.labels[keep].tolist()
+    return SyntheticData(seqs[:n], np.asarray(labels[:n], dtype=np.int64), spec)
+
+
 def synthetic_corpus(
-    spec: SyntheticSpec, n_train: int, n_test: int, rng: np.random.Generator
+    spec: SyntheticSpec,
+    n_train: int,
+    n_test: int,
+    rng: np.random.Generator,
+    *,
+    exactly_one: bool = False,
 ) -> tuple[CountsCorpus, SyntheticData]:
-    """Sample ``n_train + n_test`` sequences from ``spec`` with ``rng`` and split them;
-    returns the corpus and the training sample (for :func:`relevant_per_sequence`)."""
+    """Sample ``n_train`` training and ``n_test`` test sequences from ``spec`` with
+    ``rng``; returns the corpus and the training sample (for
+    :func:`relevant_per_sequence`). ``exactly_one=True`` keeps only the sequences with
+    exactly one relevant token (the generator conditioned on Assumption 1), drawing
+    until there are enough."""
     if n_train < 2 or n_test < 1:
         raise ValueError("need n_train >= 2 and n_test >= 1")
-    train = sample_sequences(spec, n_train, rng)
-    test = sample_sequences(spec, n_test, rng)
+    if exactly_one and spec.relevant_rate == 0:
+        raise ValueError("exactly_one needs relevant_rate > 0")
+    train = _draw(spec, n_train, rng, exactly_one)
+    test = _draw(spec, n_test, rng, exactly_one)
     corpus = CountsCorpus(train.counts, test.counts, train.labels, test.labels)
     return corpus, train
 
