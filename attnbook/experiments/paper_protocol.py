@@ -6,8 +6,8 @@ trained embeddings (:data:`PAPER_ACCURACY_LOSS`); one step on ``E`` and then ``E
 frozen makes the average within-bin standard deviation about 8 times smaller for
 ``E_s . v`` and 6 times smaller for ``E_s . p`` than full training
 (:data:`PAPER_SPREAD_RATIO`). The budget, the learning rate and the split of these
-numbers are not stated. :func:`paper_number_table` and :func:`matching_steps` locate them
-on curves of :func:`attnbook.experiments.curves.ablation_curves`;
+numbers are not stated. :func:`paper_number_table` and :func:`matching_steps` locate
+them on curves of :func:`attnbook.experiments.curves.ablation_curves`;
 :func:`crossing_steps` does the same for the spread ratios of
 :func:`attnbook.experiments.curves.spread_curves`.
 """
@@ -89,7 +89,8 @@ def matching_steps(
     """The evaluation steps at which *both* of the paper's accuracy-and-loss statements
     hold on ``split`` under the dynamics ``label``: the trained model at least at the
     paper's accuracy less ``accuracy_tol`` and at most at its loss plus ``loss_tol``,
-    and the random-``E`` model within ``accuracy_tol`` of 72% and ``loss_tol`` of 0.6."""
+    and the random-``E`` model within ``accuracy_tol`` of 72% and ``loss_tol`` of
+    0.6."""
     if accuracy_tol < 0 or loss_tol < 0:
         raise ValueError("the tolerances must be non-negative")
     full, rand = curves[("full", label)], curves[("random_E", label)]
