@@ -343,3 +343,55 @@ def test_crossing_steps():
     assert out["tokens"] == 10 and np.isnan(out["bins"])
     with pytest.raises(ValueError, match="score"):
         crossing_steps(frame, "E.w")
+
+
+# ----------------------------------------------------------------------------- picture
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+def test_picture_runs_and_tables():
+    from attnbook.experiments.importance import document_class_counts, token_importance
+    from attnbook.experiments.picture import (
+        RUN_NAMES,
+        PictureSettings,
+        correlation_table,
+        picture_runs,
+        run_table,
+    )
+
+    c = _corpus()
+    cfg = ReviewExperimentConfig(dim=8, eta=5.0, dtype=torch.float64)
+    settings = PictureSettings(
+        seeds=(0, 1), steps=5, head_steps=3, gd=Dynamics("gd", {g: 0.1 for g in "Epv"})
+    )
+    runs = picture_runs(c, cfg, settings, null_rng=np.random.default_rng(0))
+    keys = {("adam", 0), ("adam", 1), ("init", 0), ("one_step", 0), ("theorem", 0)}
+    assert keys | {("gd", 0), ("null", 0)} == set(runs.scores)
+    # the null's importance comes from permuted labels, with the class sizes kept
+    assert np.isfinite(runs.null_importance).all()
+    imp = token_importance(c.train, c.train_labels)
+    n_pos, n_neg = document_class_counts(c.train, c.train_labels)
+    table = correlation_table(runs, imp, n_pos + n_neg, settings.seeds)
+    assert list(table.index) == [
+        "seed 0",
+        "seed 1",
+        "seed-to-seed range",
+        "shuffled labels (null)",
+        "initialization",
+    ]
+    assert (table.loc["seed-to-seed range"].dropna() >= 0).all()
+    alpha = np.linspace(-1, 1, c.vocab_size)
+    rows = run_table(runs, imp, alpha, n_pos + n_neg, 0, top=3)
+    assert list(rows.index) == [
+        RUN_NAMES[k] for k in ("one_step", "theorem", "gd", "adam")
+    ]
+    assert np.isnan(rows.loc[RUN_NAMES["one_step"], "training loss"])
+    bare = picture_runs(
+        c,
+        cfg,
+        PictureSettings(seeds=(3,), steps=2, controls=False),
+        null_rng=np.random.default_rng(0),
+    )
+    assert set(bare.scores) == {("adam", 3), ("init", 3), ("one_step", 3)}
+    with pytest.raises(ValueError, match="distinct"):
+        PictureSettings(seeds=(1, 1))
+    with pytest.raises(ValueError, match="optimizer 'gd'"):
+        PictureSettings(gd=Dynamics.adam(1e-3))

@@ -149,7 +149,8 @@ def picture_runs(
         if settings.gd is not None:
             run(("gd", seed), points.init, ("E", "p", "v"), settings.gd, end)
         shuffled = with_shuffled_labels(corpus, null_rng)
-        shuffled = dataclasses.replace(shuffled, validation=None)
+        if getattr(shuffled, "validation", None) is not None:
+            shuffled = dataclasses.replace(shuffled, validation=None)
         run(("null", seed), points.init, ("E", "p", "v"), adam, end, data=shuffled)
         null_importance = token_importance(shuffled.train, shuffled.train_labels)
     return PictureRuns(scores, curves, null_importance, seconds)

@@ -15,6 +15,7 @@ from attnbook.data.corpus import ReviewCorpus
 
 __all__ = ["top_tokens", "pick_examples"]
 
+
 def top_tokens(
     corpus: ReviewCorpus,
     values: np.ndarray,
