@@ -395,3 +395,24 @@ def test_picture_runs_and_tables():
         PictureSettings(seeds=(1, 1))
     with pytest.raises(ValueError, match="optimizer 'gd'"):
         PictureSettings(gd=Dynamics.adam(1e-3))
+
+
+@pytest.mark.skipif(
+    not __import__("os").environ.get("ATTNBOOK_DATA_DIR"),
+    reason="needs ATTNBOOK_DATA_DIR",
+)
+def test_reviews_for_vocabulary_matches_prepare_and_balances():
+    from attnbook.data.corpus import prepare_reviews
+    from attnbook.experiments.robustness import reviews_for_vocabulary
+
+    corpus, min_df = reviews_for_vocabulary("yelp", 5_424)
+    ref = prepare_reviews("yelp", min_df)
+    assert corpus.vocabulary.tokens == ref.vocabulary.tokens
+    assert np.array_equal(corpus.train_labels, ref.train_labels)
+    assert np.array_equal(corpus.test_stars, ref.test_stars)
+    bal, _ = reviews_for_vocabulary("yelp", 5_424, np.random.default_rng(7))
+    for split in ("train", "test"):
+        y = getattr(bal, f"{split}_labels")
+        assert (y == 1).sum() == (y == -1).sum()
+    again, _ = reviews_for_vocabulary("yelp", 5_424, np.random.default_rng(7))
+    assert again.vocabulary.tokens == bal.vocabulary.tokens

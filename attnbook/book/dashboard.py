@@ -104,8 +104,8 @@ CLAIMS: tuple[Claim, ...] = (
             "(random fixed E) hold together, within their rounding, on the training "
             "split after a few hundred Adam steps of size 1e-3. Read as test figures "
             "(measured without assertion) the statement fails: no run of the trained "
-            "model comes near 95% / 0.1 on the test split, and with longer budgets "
-            "random fixed E overtakes the overfitting trained model there."
+            "model comes near 95% / 0.1 on the test split, where the two models end "
+            "the budgets a few points apart."
         ),
     ),
     Claim(

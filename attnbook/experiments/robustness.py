@@ -1,8 +1,8 @@
 """How robust the real-data picture is: balanced data, shuffled labels, frequency.
 
-- :func:`balanced_reviews` -- a class-balanced sample of a review data set (the
-  majority class subsampled in each split), encoded with the ``min_df`` whose vocabulary
-  size is closest to a target;
+- :func:`reviews_for_vocabulary` -- a review data set encoded with the ``min_df``
+  whose vocabulary size is closest to a target; :func:`balanced_reviews` -- the same
+  on a class-balanced sample (the majority class subsampled in each split);
 - :func:`with_shuffled_labels` -- the same corpus with its training labels permuted: a
   model trained on it sees the same documents, token frequencies and class sizes but no
   link between tokens and labels (the shuffled-label null);
@@ -28,6 +28,7 @@ from attnbook.experiments.importance import partial_spearman, spearman
 __all__ = [
     "balanced_indices",
     "balanced_reviews",
+    "reviews_for_vocabulary",
     "with_shuffled_labels",
     "PICTURE_STATISTICS",
     "picture_correlations",
@@ -58,39 +59,52 @@ def balanced_indices(labels: object, rng: np.random.Generator) -> np.ndarray:
     return np.sort(np.concatenate(rows))
 
 
-def balanced_reviews(
-    name: str, target_vocab: int, rng: np.random.Generator
+def reviews_for_vocabulary(
+    name: str, target_vocab: int, rng: np.random.Generator | None = None
 ) -> tuple[ReviewCorpus, int]:
-    """A class-balanced sample of the review data set ``name`` (both splits, see
-    :func:`balanced_indices`) encoded over the vocabulary of the tokens in at least
-    ``min_df`` training documents of the sample, ``min_df`` chosen by
+    """The review data set ``name`` encoded over the vocabulary of the tokens in at
+    least ``min_df`` training documents, ``min_df`` chosen by
     :func:`attnbook.data.corpus.min_df_for_vocabulary_size` for ``target_vocab``.
-    Returns the corpus and ``min_df``."""
+    With ``rng`` it is a class-balanced sample of both splits
+    (:func:`balanced_indices`); without, all of it. Returns the corpus and
+    ``min_df``. The columns are read once, as whole arrays."""
     if target_vocab < 1:
         raise ValueError(f"target_vocab must be positive, got {target_vocab}")
+    star = {"imdb": "rating", "yelp": "stars"}.get(name)
     parts = {}
     for split in ("train", "test"):
-        ds = load_reviews(name, split)
-        rows = balanced_indices(np.asarray(ds["label"]), rng)
-        parts[split] = ds.select(rows)
+        frame = load_reviews(name, split).to_pandas()
+        if rng is not None:
+            frame = frame.iloc[balanced_indices(frame["label"].to_numpy(), rng)]
+        parts[split] = frame
     train, test = parts["train"], parts["test"]
-    min_df, _ = min_df_for_vocabulary_size(train["text"], target_vocab)
-    star = {"imdb": "rating", "yelp": "stars"}.get(name)
+    texts = train["text"].tolist()
+    min_df, _ = min_df_for_vocabulary_size(texts, target_vocab)
 
-    def stars(ds):
-        return ds[star] if star in ds.column_names else None
+    def stars(frame):
+        return frame[star].to_numpy() if star in frame.columns else None
 
     corpus = build_review_corpus(
-        train["text"],
-        train["label"],
-        test["text"],
-        test["label"],
+        texts,
+        train["label"].to_numpy(),
+        test["text"].tolist(),
+        test["label"].to_numpy(),
         min_df=min_df,
-        name=f"{name} (balanced)",
+        name=name if rng is None else f"{name} (balanced)",
         train_stars=stars(train),
         test_stars=stars(test),
     )
     return corpus, min_df
+
+
+def balanced_reviews(
+    name: str, target_vocab: int, rng: np.random.Generator
+) -> tuple[ReviewCorpus, int]:
+    """A class-balanced sample of the review data set ``name`` (both splits, see
+    :func:`balanced_indices`) encoded as in :func:`reviews_for_vocabulary`. Returns the
+    corpus and ``min_df``."""
+    _check_rng(rng)
+    return reviews_for_vocabulary(name, target_vocab, rng)
 
 
 def with_shuffled_labels(
