@@ -103,8 +103,15 @@ CLAIMS: tuple[Claim, ...] = (
         "increases with P(1|s) − P(0|s); the bin average of E_s·p is U-shaped.",
         "paper, Section 5 figures",
         caveat=(
-            "The paper's synthetic data for this experiment (its Eq. 15) is not "
-            "recovered; the checks use IMDB and Yelp."
+            "Checked on IMDB and a class-balanced Yelp sample, on three training "
+            "seeds, as rank correlations plain and given the log document "
+            "frequency, in the paper's binning and the book's, and against a "
+            "shuffled-label null, which shows a weaker form of the same picture "
+            "(part of it comes from fitting labels at all). The U appears only when"
+            " E trains together with p, and within the chapter's budget only under "
+            "Adam: the theorem's setting (one step, then E frozen) shows none. The "
+            "paper's synthetic generator (its Eq. 15) is not recovered; the book's "
+            "generator conditioned on Assumption 1 stands in for it."
         ),
     ),
     Claim(
@@ -113,10 +120,14 @@ CLAIMS: tuple[Claim, ...] = (
         "accuracy and loss than training everything.",
         "authors' answers to reviewers",
         caveat=(
-            "The book asserts the training-loss gap; the test comparison (each model at"
-            " its best validation step, paired 95% intervals) is measured against the "
-            "paper's statement without assertion: in the book's runs it holds on IMDB "
-            "and not on Yelp (real-data chapter)."
+            "Measured on learning curves at equal budgets (two Adam step sizes). "
+            "Asserted: trained embeddings end every budget with at most half the "
+            "training loss, and the paper's 95% / 0.1 (trained E) and 72% / 0.6 "
+            "(random fixed E) hold together, within their rounding, on the training "
+            "split after a few hundred Adam steps of size 1e-3. Read as test figures "
+            "(measured without assertion) the statement fails: no run of the trained "
+            "model comes near 95% / 0.1 on the test split, where the two models end "
+            "the budgets a few points apart."
         ),
     ),
     Claim(
@@ -125,13 +136,15 @@ CLAIMS: tuple[Claim, ...] = (
         "several-fold compared with training E to convergence.",
         "authors' answers to reviewers",
         caveat=(
-            "Measured against the paper's statement (ratio of spreads at most 1/2), not"
-            " asserted: with E frozen the scores grow with the norms of p and v, which "
-            "grow as long as the ablation trains (it leaves a long plateau only after "
-            "thousands of steps), so the spread ratio in the units of the scores "
-            "follows the training length; in the book's runs it is several-fold smaller"
-            " on IMDB and larger on Yelp, and relative to the scale of the scores it is"
-            " not smaller on either (real-data chapter)."
+            "Measured along training at equal budgets, with the average within-bin "
+            "standard deviation read as a mean over tokens, a mean over bins, and "
+            "scale-free (divided by the score's standard deviation). In the units of "
+            "the scores the ratio falls with training length and passes the paper's "
+            "1/8 (E_s·v) and 1/6 (E_s·p) early in training: the paper's reading, "
+            "measured without assertion, holds at the end of every budget. Scale-free "
+            "the spread is not several-fold smaller at any step past the first ten "
+            "(asserted): the frozen model's scores are smaller, not more tightly "
+            "binned."
         ),
     ),
     Claim(
