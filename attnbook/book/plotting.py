@@ -1,16 +1,41 @@
-"""One figure style for the whole book (seaborn theme, white background, fixed size and
-dpi) and the book's recurring figures: measured against predicted, and binned scores
-against token importance."""
+"""One figure style for the whole book, the layouts that keep every panel legible, an
+audit of a finished figure, and the book's recurring figures.
+
+A figure of the book is drawn at the width of the text column
+(:data:`COLUMN_WIDTH_IN`, shown at its natural size on a desktop screen, as a PNG of
+twice the resolution for high-resolution screens), with every text at least
+:data:`MIN_FONT_PT` points. Panels are laid out by :func:`panel_grid` (one or two
+columns; three or four panels as a 2 x 2 grid). :func:`show` brings a figure to the
+column width and the minimum font size, checks it with :func:`audit` (a legend for
+every axes with several series, no overlapping tick labels) and displays it.
+"""
 
 from __future__ import annotations
+
+import math
+import warnings
 
 import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import LogLocator, NullFormatter
 
 from attnbook.experiments.importance import bin_statistics, finite_array
 
-__all__ = ["setup", "PALETTE", "identity_scatter", "plot_binned", "plot_binned_scores"]
+__all__ = [
+    "setup",
+    "PALETTE",
+    "COLUMN_WIDTH_IN",
+    "MIN_FONT_PT",
+    "panel_grid",
+    "fit_to_column",
+    "audit",
+    "show",
+    "log_ticks",
+    "identity_scatter",
+    "plot_binned",
+    "plot_binned_scores",
+]
 
 PALETTE = {
     "positive": "#2a9d8f",
@@ -19,26 +44,224 @@ PALETTE = {
     "theory": "#264653",
 }
 
+#: Width of a figure in inches: the text column of the book's pages at desktop width
+#: (768 CSS pixels at 1400 px) less a margin, at 96 CSS pixels per inch.
+COLUMN_WIDTH_IN = 7.2
+#: The smallest font size of any text in a figure, in points as displayed.
+MIN_FONT_PT = 9.0
+#: CSS pixels per inch of a displayed figure (the browser's reference resolution).
+SCREEN_DPI = 96
+#: Height of one row of panels, in inches.
+ROW_HEIGHT_IN = 2.9
+
+_STYLE = {
+    "figure.figsize": (COLUMN_WIDTH_IN, 3.6),
+    "figure.dpi": SCREEN_DPI,
+    "savefig.dpi": 2 * SCREEN_DPI,
+    "figure.facecolor": "white",
+    "savefig.facecolor": "white",
+    "axes.facecolor": "white",
+    "figure.autolayout": True,
+    "font.size": 10.0,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 10.0,
+    "xtick.labelsize": 9.5,
+    "ytick.labelsize": 9.5,
+    "legend.fontsize": 9.5,
+    "legend.title_fontsize": 9.5,
+    "figure.titlesize": 11.0,
+    "lines.markersize": 4.5,
+}
+
 
 def setup(context: str = "notebook") -> None:
-    """Apply the book's plot style. White figure background keeps figures readable in
-    dark mode."""
+    """Apply the book's figure style: the seaborn theme ``context`` with a white
+    background (readable in dark mode), the column width, fonts of at least
+    :data:`MIN_FONT_PT` points and, inside IPython, PNG figures at twice the screen
+    resolution (sharp on high-resolution screens, shown at their natural size)."""
     import seaborn as sns
 
     sns.set_theme(context=context, style="whitegrid", palette="deep")
-    matplotlib.rcParams.update(
-        {
-            "figure.figsize": (6.4, 4.0),
-            "figure.dpi": 110,
-            "savefig.dpi": 110,
-            "figure.facecolor": "white",
-            "savefig.facecolor": "white",
-            "axes.facecolor": "white",
-            "figure.autolayout": True,
-        }
+    matplotlib.rcParams.update(_STYLE)
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # pragma: no cover - IPython ships with every Jupyter kernel
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
+
+
+# ------------------------------------------------------------------------------ layouts
+def panel_grid(
+    n_panels: int,
+    *,
+    row_height: float = ROW_HEIGHT_IN,
+    sharex: bool = False,
+    sharey: bool = False,
+    one_column: bool = False,
+):
+    """A figure at the column width with ``n_panels`` axes: one row for one or two
+    panels, a 2 x 2 grid for three or four (the fourth cell left empty for three),
+    two columns beyond; ``one_column=True`` stacks the panels in one column.
+
+    Returns ``(fig, axes)`` with ``axes`` a list of the ``n_panels`` axes in reading
+    order. Never three panels in a row: at the column width each would be a third of
+    it, too narrow for its tick labels and legend.
+    """
+    import matplotlib.pyplot as plt
+
+    if not isinstance(n_panels, (int, np.integer)) or n_panels < 1:
+        raise ValueError(f"n_panels must be a positive integer, got {n_panels!r}")
+    if row_height <= 0:
+        raise ValueError(f"row_height must be positive, got {row_height!r}")
+    ncols = 1 if one_column or n_panels == 1 else 2
+    nrows = math.ceil(n_panels / ncols)
+    fig, grid = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(COLUMN_WIDTH_IN, row_height * nrows),
+        sharex=sharex,
+        sharey=sharey,
+        squeeze=False,
     )
+    axes = list(grid.ravel())
+    for ax in axes[n_panels:]:
+        ax.remove()
+    return fig, axes[:n_panels]
 
 
+def log_ticks(axis, numticks: int = 4) -> None:
+    """At most ``numticks`` labelled decades on a logarithmic ``axis`` (``ax.xaxis`` or
+    ``ax.yaxis``) and no labels on the minor ticks, so that tick labels never
+    overlap."""
+    axis.set_major_locator(LogLocator(base=10, numticks=numticks))
+    axis.set_minor_formatter(NullFormatter())
+
+
+# -------------------------------------------------------------------------- the audit
+def _texts(fig):
+    from matplotlib.text import Text
+
+    return [
+        t
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.figure is fig
+    ]
+
+
+def fit_to_column(fig) -> None:
+    """Bring ``fig`` to at most the column width (the height scaled alike) and every
+    text to at least :data:`MIN_FONT_PT` points, so that it displays at its natural
+    size with legible text."""
+    width, height = fig.get_size_inches()
+    if width > COLUMN_WIDTH_IN:
+        fig.set_size_inches(COLUMN_WIDTH_IN, height * max(COLUMN_WIDTH_IN / width, 0.7))
+    for text in _texts(fig):
+        if text.get_fontsize() < MIN_FONT_PT:
+            text.set_fontsize(MIN_FONT_PT)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for which in ("major", "minor"):
+                size = axis.get_tick_params(which=which).get("labelsize")
+                if isinstance(size, (int, float)) and size < MIN_FONT_PT:
+                    axis.set_tick_params(which=which, labelsize=MIN_FONT_PT)
+
+
+def _series(ax) -> int:
+    """The number of data series drawn on ``ax``: lines in data coordinates (not the
+    reference lines of ``axhline`` / ``axvline``), scatter plots and groups of bars."""
+    from matplotlib.collections import PathCollection
+
+    lines = [
+        line
+        for line in ax.get_lines()
+        if line.get_transform() == ax.transData
+        and line.get_visible()
+        and len(np.atleast_1d(line.get_xdata())) > 1
+        and line.get_gid() != "reference"
+    ]
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
+    return len(lines) + len(scatters) + len(ax.containers)
+
+
+def _overlaps(labels, renderer, horizontal: bool) -> list[str]:
+    boxes = []
+    for label in labels:
+        if not (label.get_visible() and label.get_text().strip()):
+            continue
+        box = label.get_window_extent(renderer)
+        boxes.append(
+            (box.x0, box.x1, label.get_text())
+            if horizontal
+            else (box.y0, box.y1, label.get_text())
+        )
+    boxes.sort()
+    return [
+        f"{a[2]!r} and {b[2]!r}"
+        for a, b in zip(boxes, boxes[1:])
+        if b[0] < a[1] - 0.5  # half a pixel: glyph rounding, not an overlap
+    ]
+
+
+def audit(fig) -> list[str]:
+    """What keeps ``fig`` from reading well at the column width: wider than the
+    column, a text smaller than :data:`MIN_FONT_PT`, an axes with several series and
+    no legend, overlapping tick labels. Empty when the figure reads well."""
+    problems = []
+    width = fig.get_size_inches()[0]
+    if width > COLUMN_WIDTH_IN + 1e-9:
+        problems.append(f'{width:.1f}" wide, more than the column ({COLUMN_WIDTH_IN}")')
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    small = sorted(
+        {t.get_text()[:30] for t in _texts(fig) if t.get_fontsize() < MIN_FONT_PT}
+    )
+    if small:
+        problems.append(f"text smaller than {MIN_FONT_PT:g} pt: {small[:5]}")
+    has_figure_legend = bool(fig.legends)
+    for i, ax in enumerate(fig.axes):
+        name = ax.get_title() or ax.get_ylabel() or f"axes {i}"
+        if _series(ax) > 1 and ax.get_legend() is None and not has_figure_legend:
+            problems.append(f"{name!r}: {_series(ax)} series and no legend")
+        for axis, horizontal in ((ax.xaxis, True), (ax.yaxis, False)):
+            labels = axis.get_ticklabels(which="both")
+            lo, hi = (
+                (ax.bbox.x0, ax.bbox.x1) if horizontal else (ax.bbox.y0, ax.bbox.y1)
+            )
+            inside = []
+            for label in labels:
+                if not label.get_text().strip():
+                    continue
+                box = label.get_window_extent(renderer)
+                centre = (box.x0 + box.x1) / 2 if horizontal else (box.y0 + box.y1) / 2
+                if lo - 1 <= centre <= hi + 1:
+                    inside.append(label)
+            for pair in _overlaps(inside, renderer, horizontal):
+                problems.append(f"{name!r}: overlapping tick labels {pair}")
+    return problems
+
+
+def show(fig=None, *, strict: bool = True) -> None:
+    """Display ``fig`` (default: the current figure) in the book's style: fitted to the
+    column (:func:`fit_to_column`) and checked (:func:`audit`). With ``strict`` a
+    problem the fitting cannot fix raises ``ValueError`` naming it; otherwise it is
+    a warning."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.gcf() if fig is None else fig
+    fit_to_column(fig)
+    problems = audit(fig)
+    if problems:
+        message = "figure does not read well: " + "; ".join(problems)
+        if strict:
+            plt.close(fig)
+            raise ValueError(message)
+        warnings.warn(message, stacklevel=2)
+    plt.show()
+
+
+# -------------------------------------------------------------- the recurring figures
 def identity_scatter(
     ax, predicted, measured, *, hue=None, palette=None, s: float = 12, **kwargs
 ):
@@ -123,7 +346,7 @@ def plot_binned_scores(
     """The binned figure: for each entry ``label -> (E.v, E.p)`` of ``rows`` one row of
     two panels (bin mean with a +-1 standard-deviation band of ``E_s.v`` and of
     ``E_s.p`` against the importance bins), and a last row with the number of tokens per
-    bin. Returns the figure."""
+    bin (log scale, one label per decade). Returns the figure, at the column width."""
     import matplotlib.pyplot as plt
 
     if not rows:
@@ -133,9 +356,9 @@ def plot_binned_scores(
     fig, axes = plt.subplots(
         n + 1,
         2,
-        figsize=(9.0, 2.2 * n + 1.4),
+        figsize=(COLUMN_WIDTH_IN, 1.9 * n + 1.5),
         sharex=True,
-        gridspec_kw={"height_ratios": [1.0] * n + [0.55]},
+        gridspec_kw={"height_ratios": [1.0] * n + [0.6]},
     )
     for r, (label, (value, cls)) in enumerate(rows.items()):
         for c, (vals, name) in enumerate(
@@ -145,7 +368,8 @@ def plot_binned_scores(
             plot_binned(
                 ax, x, vals, n_bins=n_bins, lo=lo, hi=hi, color=color, band_alpha=0.2
             )
-            ax.set_title(f"{label}: {name}", fontsize=10)
+            ax.set_title(f"{label}: {name}")
+            ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
     counts = bin_statistics(x, np.zeros_like(x), n_bins, lo, hi)
     for c in range(2):
         ax = axes[n, c]
@@ -156,6 +380,7 @@ def plot_binned_scores(
             color="0.6",
         )
         ax.set_yscale("log")
+        log_ticks(ax.yaxis, numticks=3)
         ax.set_ylabel("tokens")
         ax.set_xlabel(xlabel)
     return fig
