@@ -1,0 +1,202 @@
+"""The book's figure style, tables, and the dashboard's statuses, groups and counts."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from docutils import nodes  # noqa: E402
+
+from attnbook.book import plotting  # noqa: E402
+from attnbook.book.dashboard import (  # noqa: E402
+    CLAIMS,
+    ClaimRow,
+    attach_results,
+    check_counts,
+    check_group,
+)
+from attnbook.book.pages import latex_number, math_text  # noqa: E402
+from attnbook.book.tables import readable_table  # noqa: E402
+
+
+def _chk(name, passed=True, asserted=True, role="evidence", claim="C1"):
+    return {
+        "name": name,
+        "value": 1.0,
+        "threshold": 0.5,
+        "relation": ">=",
+        "passed": passed,
+        "asserted": asserted,
+        "role": role,
+        "claim": claim,
+        "chapter": "02_one_step",
+    }
+
+
+@pytest.fixture(autouse=True)
+def _style():
+    plotting.setup()
+    yield
+    plt.close("all")
+
+
+# ------------------------------------------------------------------------ the figures
+def test_panel_grid_never_three_in_a_row():
+    for n, shape in ((1, (1, 1)), (2, (1, 2)), (3, (2, 2)), (4, (2, 2)), (5, (3, 2))):
+        fig, axes = plotting.panel_grid(n)
+        assert len(axes) == n and len(fig.axes) == n
+        width, height = fig.get_size_inches()
+        assert width == pytest.approx(plotting.COLUMN_WIDTH_IN)
+        assert height == pytest.approx(plotting.ROW_HEIGHT_IN * shape[0])
+    fig, axes = plotting.panel_grid(3, one_column=True)
+    assert fig.get_size_inches()[1] == pytest.approx(3 * plotting.ROW_HEIGHT_IN)
+    with pytest.raises(ValueError, match="n_panels"):
+        plotting.panel_grid(0)
+
+
+def test_audit_finds_what_does_not_read():
+    fig, (ax,) = plotting.panel_grid(1)
+    ax.plot([0, 1], [0, 1])
+    ax.plot([0, 1], [1, 0])
+    ax.axhline(0.5)  # a reference line is not a series
+    assert any("no legend" in p for p in plotting.audit(fig))
+    ax.legend(["a", "b"])
+    assert plotting.audit(fig) == []
+    ax.set_title("tiny", fontsize=6)
+    assert any("smaller than" in p for p in plotting.audit(fig))
+    plotting.fit_to_column(fig)
+    assert plotting.audit(fig) == []
+
+
+def test_audit_finds_overlapping_ticks_and_log_ticks_fix_them():
+    fig, (ax,) = plotting.panel_grid(1, row_height=2.5)
+    ax.plot([1, 2], [1e-8, 1e8])
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(numticks=40))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.LogFormatterSciNotation())
+    assert any("overlapping tick labels" in p for p in plotting.audit(fig))
+    plotting.log_ticks(ax.yaxis)
+    assert not any("overlapping" in p for p in plotting.audit(fig))
+
+
+def test_show_fits_wide_figures_and_refuses_unreadable_ones():
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], label="x")
+        ax.legend(fontsize=6)
+    plotting.show(fig)
+    assert fig.get_size_inches()[0] == pytest.approx(plotting.COLUMN_WIDTH_IN)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.plot([0, 1], [1, 0])
+    with pytest.raises(ValueError, match="no legend"):
+        plotting.show(fig)
+    with pytest.warns(UserWarning, match="no legend"):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1])
+        ax.plot([0, 1], [1, 0])
+        plotting.show(fig, strict=False)
+
+
+def test_binned_scores_figure_reads_at_column_width():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, 3000)
+    rows = {"trained": (x + rng.normal(0, 0.1, x.size), x**2)}
+    fig = plotting.plot_binned_scores(x, rows)
+    assert fig.get_size_inches()[0] <= plotting.COLUMN_WIDTH_IN
+    assert plotting.audit(fig) == []
+
+
+# ------------------------------------------------------------------------- the tables
+def test_readable_table_names_and_integer_formats():
+    frame = pd.DataFrame({"n": [7762, 12], "rate": [0.123456, 1.5], "c": [3.0, 4.0]})
+    html = readable_table(
+        frame, {"n": "tokens", "c": "count"}, digits={"rate": 2}, integers=["count"]
+    ).to_html()
+    assert "tokens" in html and "7,762" in html and "0.12" in html
+    assert ">3<" in html and "7762.000000" not in html
+    with pytest.raises(TypeError, match="frame"):
+        readable_table([1, 2])
+    with pytest.raises(ValueError, match="integers"):
+        readable_table(frame, integers=["missing"])
+
+
+# ---------------------------------------------------------------------- the dashboard
+def test_status_measured_when_the_paper_states_nothing():
+    c7d = next(c for c in CLAIMS if c.id == "C7d")
+    assert ClaimRow(c7d, [_chk("a", claim="C7d")]).status == "MEASURED"
+    c1 = CLAIMS[0]
+    assert ClaimRow(c1, [_chk("a")]).status == "PASS"
+    # identities and controls do not count toward the status
+    assert ClaimRow(c1, [_chk("i", role="identity")]).status == "NOT CHECKED"
+    assert ClaimRow(c1, [_chk("c", role="control", passed=False)]).status == "FAIL"
+    row = ClaimRow(c1, [_chk("a"), _chk("m", passed=False, asserted=False)])
+    assert row.status == "NOT REPRODUCED"
+
+
+def test_headline_groups_and_counts():
+    checks = [
+        _chk("ctl", role="control"),
+        _chk("idn", role="identity"),
+        _chk("ev1"),
+        _chk("imdb_pearson"),
+        _chk("m", passed=False, asserted=False),
+    ]
+    row = ClaimRow(CLAIMS[0], checks)
+    assert row.headline["name"] == "imdb_pearson"  # named in HEADLINES
+    assert ClaimRow(CLAIMS[0], checks[:3]).headline["name"] == "ev1"
+    assert ClaimRow(CLAIMS[0], checks[:2]).headline is None
+    assert list(row.groups()) == ["evidence", "measured", "identity", "control"]
+    assert [check_group(c) for c in checks] == [
+        "control",
+        "identity",
+        "evidence",
+        "evidence",
+        "measured",
+    ]
+    counts = check_counts(checks)
+    assert counts == {
+        "asserted": 4,
+        "passed": 4,
+        "measured": 1,
+        "held": 0,
+        "evidence": 2,
+        "identity": 1,
+        "control": 1,
+    }
+
+
+def test_checks_know_their_notebook_cell():
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "source": "# t"},
+            {"cell_type": "code", "source": "install()"},
+            {"cell_type": "code", "source": "rng, device = start_chapter('a', seed=1)"},
+            {"cell_type": "markdown", "source": "text"},
+            {"cell_type": "code", "source": "check('x', 1, 0)"},
+        ]
+    }
+    records = {"a": {"checks": [{"name": "x", "cell": 1}, {"name": "y"}]}}
+    attach_results(records, {"a": nb})
+    assert records["a"]["checks"][0]["nb_cell"] == 4
+    assert "nb_cell" not in records["a"]["checks"][1]
+
+
+def test_math_in_words_and_numbers():
+    parts = math_text(r"Pearson $r$ of $\E_s\cdot\bv$ (IMDB)")
+    assert [type(p) for p in parts] == [
+        nodes.Text,
+        nodes.math,
+        nodes.Text,
+        nodes.math,
+        nodes.Text,
+    ]
+    assert parts[3].astext() == r"\E_s\cdot\bv"
+    assert latex_number(0.99734) == "0.9973"
+    assert latex_number(3.1e-13) == r"3.1 \times 10^{-13}"
+    assert latex_number(0) == "0"
