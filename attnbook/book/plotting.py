@@ -100,6 +100,7 @@ def panel_grid(
     sharex: bool = False,
     sharey: bool = False,
     one_column: bool = False,
+    **subplots,
 ):
     """A figure at the column width with ``n_panels`` axes: one row for one or two
     panels, a 2 x 2 grid for three or four (the fourth cell left empty for three),
@@ -107,7 +108,8 @@ def panel_grid(
 
     Returns ``(fig, axes)`` with ``axes`` a list of the ``n_panels`` axes in reading
     order. Never three panels in a row: at the column width each would be a third of
-    it, too narrow for its tick labels and legend.
+    it, too narrow for its tick labels and legend. Other keywords go to
+    ``plt.subplots`` (``layout="constrained"`` for a legend outside the axes).
     """
     import matplotlib.pyplot as plt
 
@@ -124,6 +126,7 @@ def panel_grid(
         sharex=sharex,
         sharey=sharey,
         squeeze=False,
+        **subplots,
     )
     axes = list(grid.ravel())
     for ax in axes[n_panels:]:

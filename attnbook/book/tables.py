@@ -21,15 +21,15 @@ def readable_table(
     frame: pd.DataFrame,
     names: Mapping[str, str] | None = None,
     *,
-    digits: int | Mapping[str, int] = 3,
+    digits: int | Mapping[str, int | str] = 3,
     integers: Iterable[str] = (),
     index_name: str | None = None,
 ):
     """``frame`` ready to display: columns (and index levels) renamed by ``names``,
     integer columns (and the displayed columns named in ``integers``, counts stored as
     floats) printed as integers with thousands separators, other numbers with
-    ``digits`` decimals (one number, or one per displayed column name). Returns a
-    pandas ``Styler``."""
+    ``digits`` decimals (one number, or one per displayed column name; a string there
+    is a format specification, ``".1e"``). Returns a pandas ``Styler``."""
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     names = dict(names or {})
@@ -51,6 +51,9 @@ def readable_table(
             formats[col] = "{:,.0f}"
         elif pd.api.types.is_float_dtype(column):
             d = digits.get(col, 3) if isinstance(digits, Mapping) else digits
+            if isinstance(d, str):
+                formats[col] = f"{{:{d}}}"
+                continue
             if not isinstance(d, (int, np.integer)) or d < 0:
                 raise ValueError(f"digits must be non-negative integers, got {d!r}")
             formats[col] = f"{{:.{int(d)}f}}"
