@@ -200,3 +200,31 @@ def test_math_in_words_and_numbers():
     assert latex_number(0.99734) == "0.9973"
     assert latex_number(3.1e-13) == r"3.1 \times 10^{-13}"
     assert latex_number(0) == "0"
+
+
+def test_bibliography_labels_are_author_year():
+    from pybtex.database import parse_string
+    from pybtex.plugin import find_plugin
+
+    from attnbook.book import bibstyle
+
+    bibstyle.register()
+    bib = parse_string(
+        "@article{a, author={Wu, D. and Oymak, S. and Mondelli, M.}, title={T}, "
+        "journal={J}, year={2025}}\n"
+        "@article{b, author={Maas, A. and Daly, R.}, title={U}, journal={J}, "
+        "year={2011}}\n"
+        "@article{c, author={Tarzanagh, D. and Li, Y. and Oymak, S.}, title={V}, "
+        "journal={J}, year={2023}}\n"
+        "@article{d, author={Tarzanagh, D. and Li, Y. and Zhang, X.}, title={W}, "
+        "journal={J}, year={2023}}\n",
+        "bibtex",
+    )
+    style = find_plugin("pybtex.style.formatting", bibstyle.STYLE)()
+    labels = [e.label for e in style.format_entries(bib.entries.values())]
+    assert labels == [
+        "Maas and Daly, 2011",
+        "Tarzanagh et al., 2023a",
+        "Tarzanagh et al., 2023b",
+        "Wu et al., 2025",
+    ]

@@ -353,6 +353,14 @@ def _on_doctree_resolved(app, doctree, docname) -> None:
 
 
 def setup(app):
+    try:
+        from attnbook.book import bibstyle
+    except (
+        ImportError
+    ):  # pybtex comes with sphinxcontrib-bibtex, absent from a bare build
+        pass
+    else:
+        bibstyle.register()
     app.add_node(dashboard_placeholder)
     app.add_node(run_report_placeholder)
     app.add_directive("claims-dashboard", ClaimsDashboard)
