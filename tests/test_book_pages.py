@@ -228,3 +228,34 @@ def test_bibliography_labels_are_author_year():
         "Tarzanagh et al., 2023b",
         "Wu et al., 2025",
     ]
+
+
+def test_figures_are_fitted_to_the_column_when_displayed():
+    """Inside IPython, every displayed figure comes out at the column width, at twice
+    the screen resolution, with fonts of at least the minimum size."""
+    import subprocess
+    import sys
+
+    script = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "import matplotlib\n"
+        "matplotlib.use('module://matplotlib_inline.backend_inline')\n"
+        "from attnbook.book import plotting\n"
+        "plotting.setup()\n"
+        "import matplotlib.pyplot as plt\n"
+        "fig, axes = plt.subplots(1, 3, figsize=(15, 4))\n"
+        "for ax in axes:\n"
+        "    ax.plot([0, 1], [0, 1], label='a')\n"
+        "    ax.legend(fontsize=6)\n"
+        "data, md = shell.display_formatter.format(fig)\n"
+        "size = axes[0].get_legend().get_texts()[0].get_fontsize()\n"
+        "print(md['image/png']['width'], fig.get_size_inches()[0], size)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    width_px, width_in, font = int(out[0]), float(out[1]), float(out[2])
+    assert width_in == pytest.approx(plotting.COLUMN_WIDTH_IN)
+    assert width_px <= plotting.COLUMN_WIDTH_IN * plotting.SCREEN_DPI
+    assert font >= plotting.MIN_FONT_PT

@@ -78,7 +78,9 @@ def setup(context: str = "notebook") -> None:
     """Apply the book's figure style: the seaborn theme ``context`` with a white
     background (readable in dark mode), the column width, fonts of at least
     :data:`MIN_FONT_PT` points and, inside IPython, PNG figures at twice the screen
-    resolution (sharp on high-resolution screens, shown at their natural size)."""
+    resolution (sharp on high-resolution screens, shown at their natural size), every
+    figure brought to the column width and the minimum font size
+    (:func:`fit_to_column`) as it is displayed."""
     import seaborn as sns
 
     sns.set_theme(context=context, style="whitegrid", palette="deep")
@@ -88,8 +90,28 @@ def setup(context: str = "notebook") -> None:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
     except ImportError:  # pragma: no cover - IPython ships with every Jupyter kernel
         return
-    if get_ipython() is not None:
+    shell = get_ipython()
+    if shell is not None:
         set_matplotlib_formats("retina")
+        _fit_on_display(shell)
+
+
+def _fit_on_display(shell) -> None:
+    """Wrap IPython's PNG formatter of figures so that every displayed figure is first
+    fitted to the column."""
+    from matplotlib.figure import Figure
+
+    png = shell.display_formatter.formatters["image/png"]
+    inner = png.lookup_by_type(Figure)
+    if getattr(inner, "attnbook_fitted", False):
+        return
+
+    def fitted(fig):
+        fit_to_column(fig)
+        return inner(fig)
+
+    fitted.attnbook_fitted = True
+    png.for_type(Figure, fitted)
 
 
 # ------------------------------------------------------------------------------ layouts
