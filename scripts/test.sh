@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Run every test: attnbook's unit tests, every chapter through nbval, and the strict book build.
-# Sets up .venv on first use. The unit tests and nbval run in one pytest process while the book
-# builds beside it (two cores, one thread each). Both executions of the chapters record their
-# glued numbers and checks (_build/records/nbval, _build/records/book); at the end a test
-# compares the two records value by value.
+# Sets up .venv on first use (scripts/env.sh, which also sets the thread defaults: one thread per
+# process). The unit tests and nbval run in one pytest process while the book builds beside it
+# (two cores, one thread each). Both executions of the chapters record their glued numbers and
+# checks (_build/records/nbval, _build/records/book); at the end a test compares the two records
+# value by value.
 set -euo pipefail
+# shellcheck source=scripts/env.sh
 . "$(dirname "$0")/env.sh"
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 mkdir -p _build
 start=$(date +%s)
+echo "[attnbook] ruff: lint and format of the package, the tests and the chapters"
+ruff check attnbook tests chapters
+ruff format --check attnbook tests chapters
 bash scripts/build-book.sh > _build/book.log 2>&1 &
 book_pid=$!
 records="$ROOT/_build/records/nbval"

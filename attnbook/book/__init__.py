@@ -1,11 +1,14 @@
 """The book's own machinery: chapter start, glued numbers and checks, records, figures,
 the claims dashboard and the Sphinx extension.
 
-- :mod:`~attnbook.book.chapter`   -- ``rng, device = start_chapter(name, seed=...)``;
-  glue a mapping;
+- :mod:`~attnbook.book.chapter`   -- ``rng, device = start_chapter(name, seed=...,
+  workload=...)``; glue a mapping;
 - :mod:`~attnbook.book.records`   -- ``glue``, ``check``, and the record of a run;
+- :mod:`~attnbook.book.device_runs` -- the records of a CPU and a GPU run compared
+  within each value's tolerance;
 - :mod:`~attnbook.book.plotting`  -- one figure style, legible layouts, the figure
   audit and the book's recurring figures;
+- :mod:`~attnbook.book.figure_check` -- a figure fitted to the column and audited;
 - :mod:`~attnbook.book.tables`    -- tables with readable names and integer formats;
 - :mod:`~attnbook.book.display`   -- texts shaded by per-token weights (HTML);
 - :mod:`~attnbook.book.dashboard` -- the claims, their rows and statuses from the

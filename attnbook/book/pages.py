@@ -30,6 +30,7 @@ __all__ = [
     "math_text",
     "latex_number",
     "claims_dashboard",
+    "run_report_checks",
     "run_report_table",
     "table",
     "text_para",
@@ -304,10 +305,20 @@ def table(
     return node
 
 
+def run_report_checks(counts: dict[str, int]) -> str:
+    """The run report's check cell: asserted checks passed and, apart, the statements
+    of the paper measured without assertion that held (counts of
+    :func:`~attnbook.book.dashboard.check_counts`)."""
+    text = f"{counts['passed']} / {counts['asserted']}"
+    if counts["measured"]:
+        text += f"; paper statements held: {counts['held']} / {counts['measured']}"
+    return text
+
+
 def run_report_table(records: dict[str, dict]) -> tuple[list[list[Any]], float]:
     """The cells of the run report's rows after the chapter's name (seeds, cells, run
-    time, glued values, asserted checks passed, statements of the paper held), by
-    chapter, and the total run time."""
+    time, glued values, checks: :func:`run_report_checks`), by chapter, and the total
+    run time."""
     rows = []
     total = 0.0
     for rec in records.values():
@@ -319,8 +330,7 @@ def run_report_table(records: dict[str, dict]) -> tuple[list[list[Any]], float]:
                 str(rec["cells"]),
                 f"{rec['elapsed_s']:.1f}",
                 str(len(rec["glued"])),
-                f"{c['passed']} / {c['asserted']}",
-                f"{c['held']} / {c['measured']}" if c["measured"] else "—",
+                run_report_checks(c),
             ]
         )
     return rows, total

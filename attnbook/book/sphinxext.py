@@ -47,8 +47,16 @@ from attnbook.book.dashboard import (
     check_counts,
     required_chapters,
 )
-from attnbook.book.pages import claims_dashboard, run_report_table, table, text_para
-from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV, load_records
+from attnbook.book.environment import data_table
+from attnbook.book.pages import (
+    claims_dashboard,
+    run_report_checks,
+    run_report_table,
+    table,
+    text_para,
+)
+from attnbook.book.record_files import load_records
+from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"  # attnbook.css: badges and folded checks
@@ -235,9 +243,11 @@ def _versions(names: tuple[str, ...]) -> dict[str, str | None]:
 def _run_report(app, fromdoc: str) -> list[nodes.Node]:
     records = _build_records(app)
     cells, total = run_report_table(records)
-    rows = [
-        [_chapter_link(app, fromdoc, name), *row] for name, row in zip(records, cells)
-    ]
+    rows = []
+    for (name, rec), row in zip(records.items(), cells):
+        env = rec.get("environment", {})
+        data = env.get("data", {}).get("path") or env.get("data_source", "unknown")
+        rows.append([_chapter_link(app, fromdoc, name), *row, data])
     counts = check_counts([c for r in records.values() for c in r["checks"]])
     rows.append(
         [
@@ -246,8 +256,8 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
             "",
             f"{total:.1f}",
             "",
-            f"{counts['passed']} / {counts['asserted']}",
-            f"{counts['held']} / {counts['measured']}",
+            run_report_checks(counts),
+            "",
         ]
     )
     wall = time.time() - getattr(app, "_attnbook_t0", time.time())
@@ -264,10 +274,10 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
                 "Run time (s)",
                 "Glued values",
                 "Checks passed",
-                "Paper statements held",
+                "Review data",
             ],
             rows,
-            widths=[34, 8, 7, 10, 10, 12, 14],
+            widths=[30, 8, 6, 9, 9, 18, 20],
         ),
         text_para(
             "Checks passed: the checks a chapter asserts (evidence, identities and "
@@ -321,12 +331,25 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
         ("torch threads", first.get("torch_threads")),
         ("accelerator", first.get("accelerator") or "none (CPU only)"),
         ("platform", first.get("platform")),
-        ("data", first.get("data_source", "unknown")),
     ]
-    out.append(text_para("Hardware and data:"))
+    out.append(text_para("Hardware:"))
     out.append(
         table(["Item", "Value"], [[k, str(v)] for k, v in hardware], widths=[20, 50])
     )
+    data = first.get("data") or {}
+    where = (
+        f"the {data['path']} by the corpus recipe {data['recipe']}"
+        if data
+        else first.get("data_source", "an unrecorded source")
+    )
+    out.append(
+        text_para(
+            f"Review data (IMDB, Yelp), read from {where}; the Review data column "
+            "above gives each chapter's path (chapters on synthetic data read none):"
+        )
+    )
+    if data.get("datasets"):
+        out.append(table(*data_table(data), widths=[10, 25, 35, 12, 12]))
     return out
 
 
