@@ -42,6 +42,7 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx.util.nodes import make_refnode
 
+from attnbook.book import bibstyle
 from attnbook.book.dashboard import (
     attach_results,
     check_counts,
@@ -376,14 +377,7 @@ def _on_doctree_resolved(app, doctree, docname) -> None:
 
 
 def setup(app):
-    try:
-        from attnbook.book import bibstyle
-    except (
-        ImportError
-    ):  # pybtex comes with sphinxcontrib-bibtex, absent from a bare build
-        pass
-    else:
-        bibstyle.register()
+    bibstyle.register()  # the author-year bibliography style of _config.yml
     app.add_node(dashboard_placeholder)
     app.add_node(run_report_placeholder)
     app.add_directive("claims-dashboard", ClaimsDashboard)
