@@ -6,10 +6,16 @@ the claims dashboard and the Sphinx extension.
 - :mod:`~attnbook.book.records`   -- ``glue``, ``check``, and the record of a run;
 - :mod:`~attnbook.book.device_runs` -- the records of a CPU and a GPU run compared
   within each value's tolerance;
-- :mod:`~attnbook.book.plotting`  -- one figure style and the book's recurring figures;
+- :mod:`~attnbook.book.plotting`  -- one figure style, legible layouts, the figure
+  audit and the book's recurring figures;
+- :mod:`~attnbook.book.figure_check` -- a figure fitted to the column and audited;
+- :mod:`~attnbook.book.tables`    -- tables with readable names and integer formats;
 - :mod:`~attnbook.book.display`   -- texts shaded by per-token weights (HTML);
-- :mod:`~attnbook.book.dashboard` -- the claims dashboard built from the records;
-- :mod:`~attnbook.book.sphinxext` -- the Sphinx hook that renders it at build time.
+- :mod:`~attnbook.book.dashboard` -- the claims, their rows and statuses from the
+  records;
+- :mod:`~attnbook.book.notebooks` -- where a chapter's checks live (result, cell);
+- :mod:`~attnbook.book.pages`     -- the dashboard and the run report as page content;
+- :mod:`~attnbook.book.sphinxext` -- the Sphinx hook that renders them at build time.
 
 Layer: the top, beside :mod:`attnbook.bench`; may import every layer below it.
 """

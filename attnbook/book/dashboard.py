@@ -13,6 +13,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnbook.book.notebooks import (
+    attach_results,
+    chapter_name_in_notebook,
+    required_chapters,
+    result_labels,
+)
+
 __all__ = [
     "Claim",
     "CLAIMS",
@@ -23,6 +30,10 @@ __all__ = [
     "chapter_name_in_notebook",
     "result_labels",
     "attach_results",
+    "HEADLINES",
+    "GROUPS",
+    "check_group",
+    "check_counts",
 ]
 
 
@@ -34,7 +45,7 @@ class Claim:
     statement: str
     source: str
     caveat: str = ""  # what the book cannot verify as stated, or what it reconstructed
-    verifiable: bool = True
+    verifiable: bool = True  # False: the paper states nothing to verify (C7d)
     partial: bool = (
         False  # the book's checks cover only part of the statement (see caveat)
     )
@@ -168,6 +179,7 @@ CLAIMS: tuple[Claim, ...] = (
         "C7d",
         "Small embedding dimension: how much of the picture survives at practical d.",
         "question of the reviewers, not answered with data",
+        verifiable=False,
         caveat=(
             "No statement of the paper to verify: the book reports its own "
             "measurements."
@@ -196,8 +208,10 @@ class ClaimRow:
         """``FAIL`` (an asserted check failed, whatever its role), ``NOT REPRODUCED``
         (every asserted check passed, but a statement of the paper measured without
         assertion, see :func:`attnbook.book.records.compare_with_paper`, did not hold),
-        ``PASS (part)`` (everything held, but the checks cover only part of the claim),
-        ``PASS``, or ``NOT CHECKED`` (no evidence recorded)."""
+        ``MEASURED`` (everything held, but the paper states nothing to verify: the
+        checks are the book's own measurements), ``PASS (part)`` (everything held, but
+        the checks cover only part of the claim), ``PASS``, or ``NOT CHECKED`` (no
+        evidence recorded)."""
         if not self.checks:
             return "NOT CHECKED"
         if not all(c["passed"] for c in self.checks if c.get("asserted", True)):
@@ -206,7 +220,78 @@ class ClaimRow:
             return "NOT CHECKED"
         if not all(c["passed"] for c in self.evidence):
             return "NOT REPRODUCED"
+        if not self.claim.verifiable:
+            return "MEASURED"
         return "PASS (part)" if self.claim.partial else "PASS"
+
+    @property
+    def headline(self) -> dict[str, Any] | None:
+        """The check that sums the claim up in one number: the one :data:`HEADLINES`
+        names for the claim when it was recorded, else the first asserted evidence,
+        else the first evidence (None without evidence)."""
+        named = HEADLINES.get(self.claim.id)
+        for chk in self.evidence:
+            if chk["name"] == named:
+                return chk
+        asserted = [c for c in self.evidence if c.get("asserted", True)]
+        return (asserted or self.evidence or [None])[0]
+
+    def groups(self) -> dict[str, list[dict[str, Any]]]:
+        """The checks by what they are for (:data:`GROUPS`, in that order; empty groups
+        left out)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for chk in self.checks:
+            out.setdefault(check_group(chk), []).append(chk)
+        return {g: out[g] for g in GROUPS if g in out}
+
+
+#: The check each claim's row shows as its headline (a missing name falls back to the
+#: first evidence; see :attr:`ClaimRow.headline`).
+HEADLINES: dict[str, str] = {
+    "C1": "imdb_pearson",
+    "C2": "cls_pearson",
+    "C3": "min_cosine",
+    "C4": "c4_min_relevant_mass",
+    "C5": "imdb_rho_value_lower",
+    "C6a": "imdb_train_loss_ratio_random_full",
+    "C7a": "two_layer_rho_v_low",
+    "C7b": "mlp_rho_g_low",
+    "C7c": "mc_min_low",
+    "C7d": "small_d_min_low_v",
+}
+
+#: The groups of a claim's checks, in the order the dashboard lists them.
+GROUPS: dict[str, str] = {
+    "evidence": "Evidence (decides the status)",
+    "measured": "Statements of the paper, measured without assertion",
+    "identity": "Identities (two computations of one quantity agree)",
+    "control": "Negative controls and sanity checks",
+}
+
+
+def check_group(chk: dict[str, Any]) -> str:
+    """The group of :data:`GROUPS` a recorded check belongs to."""
+    if not chk.get("asserted", True):
+        return "measured"
+    role = chk.get("role", "evidence")
+    return role if role in GROUPS else "evidence"
+
+
+def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
+    """How many of ``checks`` were asserted and passed, and how many statements of the
+    paper were measured without assertion and held; the dashboard and the page
+    *Reproducing this book* both count with this function, so they agree."""
+    asserted = [c for c in checks if c.get("asserted", True)]
+    measured = [c for c in checks if not c.get("asserted", True)]
+    counts = {
+        "asserted": len(asserted),
+        "passed": sum(bool(c["passed"]) for c in asserted),
+        "measured": len(measured),
+        "held": sum(bool(c["passed"]) for c in measured),
+    }
+    for role in ("evidence", "identity", "control"):
+        counts[role] = sum(check_group(c) == role for c in asserted)
+    return counts
 
 
 def _parts(parent: str) -> list[Claim]:
@@ -283,126 +368,3 @@ def other_checks(records: dict[str, dict]) -> dict[str, list[dict[str, Any]]]:
                     {**chk, "chapter": chapter}
                 )
     return groups
-
-
-_START = re.compile(r"start_chapter\(\s*[\"']([^\"']+)[\"']\s*[,)]")
-
-
-def chapter_name_in_notebook(notebook: dict) -> str | None:
-    """The name a notebook passes to ``start_chapter`` (``None`` when it does not call
-    it).
-
-    Raises ``ValueError`` when it calls it more than once.
-    """
-    names = []
-    for cell in notebook.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else source
-        names += _START.findall(source)
-    if len(names) > 1:
-        raise ValueError(
-            f"start_chapter is called {len(names)} times ({names}); call it once"
-        )
-    return names[0] if names else None
-
-
-def required_chapters(notebooks: dict[str, dict]) -> dict[str, str]:
-    """``{chapter name: docname}`` for every notebook (by docname) that calls
-    start_chapter.
-
-    Raises ``ValueError`` when a notebook's chapter name is not its file's stem (its
-    record would be filed under another chapter's name).
-    """
-    required = {}
-    for docname, nb in sorted(notebooks.items()):
-        name = chapter_name_in_notebook(nb)
-        if name is None:
-            continue
-        stem = docname.rsplit("/", 1)[-1]
-        if name != stem:
-            raise ValueError(
-                f"{docname}: start_chapter({name!r}) must name the notebook's stem "
-                f"{stem!r}"
-            )
-        required[name] = docname
-    return required
-
-
-_RESULT = re.compile(
-    r"\{prf:(theorem|lemma|proposition|corollary|conjecture|property|observation|criterion)\}"
-    r"[^\n]*\n(?:[ \t]*:[a-z]+:[^\n]*\n)*?[ \t]*:label:[ \t]*(\S+)"
-)
-_CHECK = re.compile(r"\bcheck\(\s*[\"']([^\"']+)[\"']")
-
-
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
-def _code_cell_results(
-    notebook: dict,
-) -> tuple[list[str | None], list[str], int | None]:
-    """Per code cell: the last result label stated before it, its source, and the index
-    of the code cell that calls start_chapter."""
-    current: str | None = None
-    labels: list[str | None] = []
-    sources: list[str] = []
-    start: int | None = None
-    for cell in notebook.get("cells", []):
-        text = _source(cell)
-        if cell.get("cell_type") == "markdown":
-            found = [m.group(2) for m in _RESULT.finditer(text)]
-            if found:
-                current = found[-1]
-        elif cell.get("cell_type") == "code":
-            if start is None and _START.search(text):
-                start = len(labels)
-            labels.append(current)
-            sources.append(text)
-    return labels, sources, start
-
-
-def result_labels(notebook: dict) -> dict[str, str]:
-    """``{check name: label}``: each check of a notebook belongs to the last result
-    (theorem, lemma, proposition, corollary, conjecture ...) stated in the markdown
-    cells before it.
-
-    Only checks whose name is a string literal are found here; :func:`attach_results`
-    also places checks by the cell they ran in.
-    """
-    labels, sources, _ = _code_cell_results(notebook)
-    out: dict[str, str] = {}
-    for label, text in zip(labels, sources):
-        if label:
-            for name in _CHECK.findall(text):
-                out.setdefault(name, label)
-    return out
-
-
-def attach_results(records: dict[str, dict], notebooks: dict[str, dict]) -> None:
-    """Fill in each recorded check's ``result`` label (in place) where it was not given.
-
-    ``notebooks`` maps chapter names to notebook JSON. An explicit ``check(...,
-    result=)`` is kept; otherwise the check gets the last result stated before the code
-    cell it ran in (the record gives that cell as a count from ``start_chapter``'s
-    cell), or, without the cell, before the cell that names it.
-    """
-    for chapter, record in records.items():
-        nb = notebooks.get(chapter, {})
-        labels, _, start = _code_cell_results(nb)
-        by_name = result_labels(nb)
-        for chk in record["checks"]:
-            if chk.get("result"):
-                continue
-            cell = chk.get("cell")
-            if (
-                cell is not None
-                and start is not None
-                and 0 <= start + cell < len(labels)
-            ):
-                chk["result"] = labels[start + cell]
-            elif chk["name"] in by_name:
-                chk["result"] = by_name[chk["name"]]

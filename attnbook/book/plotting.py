@@ -1,16 +1,47 @@
-"""One figure style for the whole book (seaborn theme, white background, fixed size and
-dpi) and the book's recurring figures: measured against predicted, and binned scores
-against token importance."""
+"""One figure style for the whole book, the layouts that keep every panel legible, an
+audit of a finished figure, and the book's recurring figures.
+
+A figure of the book is drawn at the width of the text column
+(:data:`COLUMN_WIDTH_IN`, shown at its natural size on a desktop screen, as a PNG of
+twice the resolution for high-resolution screens), with every text at least
+:data:`MIN_FONT_PT` points. Panels are laid out by :func:`panel_grid` (one or two
+columns; three or four panels as a 2 x 2 grid). :func:`show` brings a figure to the
+column width and the minimum font size, checks it with :func:`audit` (a legend for
+every axes with several series, no overlapping tick labels) and displays it.
+"""
 
 from __future__ import annotations
+
+import math
+import warnings
 
 import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import LogLocator, NullFormatter
 
+from attnbook.book.figure_check import (
+    COLUMN_WIDTH_IN,
+    MIN_FONT_PT,
+    audit,
+    fit_to_column,
+)
 from attnbook.experiments.importance import bin_statistics, finite_array
 
-__all__ = ["setup", "PALETTE", "identity_scatter", "plot_binned", "plot_binned_scores"]
+__all__ = [
+    "setup",
+    "PALETTE",
+    "COLUMN_WIDTH_IN",
+    "MIN_FONT_PT",
+    "panel_grid",
+    "fit_to_column",
+    "audit",
+    "show",
+    "log_ticks",
+    "identity_scatter",
+    "plot_binned",
+    "plot_binned_scores",
+]
 
 PALETTE = {
     "positive": "#2a9d8f",
@@ -19,26 +50,141 @@ PALETTE = {
     "theory": "#264653",
 }
 
+#: CSS pixels per inch of a displayed figure (the browser's reference resolution).
+SCREEN_DPI = 96
+#: Height of one row of panels, in inches.
+ROW_HEIGHT_IN = 2.9
+
+_STYLE = {
+    "figure.figsize": (COLUMN_WIDTH_IN, 3.6),
+    "figure.dpi": SCREEN_DPI,
+    "savefig.dpi": 2 * SCREEN_DPI,
+    "figure.facecolor": "white",
+    "savefig.facecolor": "white",
+    "axes.facecolor": "white",
+    "figure.autolayout": True,
+    "font.size": 10.0,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 10.0,
+    "xtick.labelsize": 9.5,
+    "ytick.labelsize": 9.5,
+    "legend.fontsize": 9.5,
+    "legend.title_fontsize": 9.5,
+    "figure.titlesize": 11.0,
+    "lines.markersize": 4.5,
+}
+
 
 def setup(context: str = "notebook") -> None:
-    """Apply the book's plot style. White figure background keeps figures readable in
-    dark mode."""
+    """Apply the book's figure style: the seaborn theme ``context`` with a white
+    background (readable in dark mode), the column width, fonts of at least
+    :data:`MIN_FONT_PT` points and, inside IPython, PNG figures at twice the screen
+    resolution (sharp on high-resolution screens, shown at their natural size), every
+    figure brought to the column width and the minimum font size
+    (:func:`fit_to_column`) as it is displayed."""
     import seaborn as sns
 
     sns.set_theme(context=context, style="whitegrid", palette="deep")
-    matplotlib.rcParams.update(
-        {
-            "figure.figsize": (6.4, 4.0),
-            "figure.dpi": 110,
-            "savefig.dpi": 110,
-            "figure.facecolor": "white",
-            "savefig.facecolor": "white",
-            "axes.facecolor": "white",
-            "figure.autolayout": True,
-        }
+    matplotlib.rcParams.update(_STYLE)
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # pragma: no cover - IPython ships with every Jupyter kernel
+        return
+    shell = get_ipython()
+    if shell is not None:
+        set_matplotlib_formats("retina")
+        _fit_on_display(shell)
+
+
+def _fit_on_display(shell) -> None:
+    """Wrap IPython's PNG formatter of figures so that every displayed figure is first
+    fitted to the column."""
+    from matplotlib.figure import Figure
+
+    png = shell.display_formatter.formatters["image/png"]
+    inner = png.lookup_by_type(Figure)
+    if getattr(inner, "attnbook_fitted", False):
+        return
+
+    def fitted(fig):
+        fit_to_column(fig)
+        return inner(fig)
+
+    fitted.attnbook_fitted = True
+    png.for_type(Figure, fitted)
+
+
+# ------------------------------------------------------------------------------ layouts
+def panel_grid(
+    n_panels: int,
+    *,
+    row_height: float = ROW_HEIGHT_IN,
+    sharex: bool = False,
+    sharey: bool = False,
+    one_column: bool = False,
+    **subplots,
+):
+    """A figure at the column width with ``n_panels`` axes: one row for one or two
+    panels, a 2 x 2 grid for three or four (the fourth cell left empty for three),
+    two columns beyond; ``one_column=True`` stacks the panels in one column.
+
+    Returns ``(fig, axes)`` with ``axes`` a list of the ``n_panels`` axes in reading
+    order. Never three panels in a row: at the column width each would be a third of
+    it, too narrow for its tick labels and legend. Other keywords go to
+    ``plt.subplots`` (``layout="constrained"`` for a legend outside the axes).
+    """
+    import matplotlib.pyplot as plt
+
+    if not isinstance(n_panels, (int, np.integer)) or n_panels < 1:
+        raise ValueError(f"n_panels must be a positive integer, got {n_panels!r}")
+    if row_height <= 0:
+        raise ValueError(f"row_height must be positive, got {row_height!r}")
+    ncols = 1 if one_column or n_panels == 1 else 2
+    nrows = math.ceil(n_panels / ncols)
+    fig, grid = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(COLUMN_WIDTH_IN, row_height * nrows),
+        sharex=sharex,
+        sharey=sharey,
+        squeeze=False,
+        **subplots,
     )
+    axes = list(grid.ravel())
+    for ax in axes[n_panels:]:
+        ax.remove()
+    return fig, axes[:n_panels]
 
 
+def log_ticks(axis, numticks: int = 4) -> None:
+    """At most ``numticks`` labelled decades on a logarithmic ``axis`` (``ax.xaxis`` or
+    ``ax.yaxis``) and no labels on the minor ticks, so that tick labels never
+    overlap."""
+    axis.set_major_locator(LogLocator(base=10, numticks=numticks))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def show(fig=None, *, strict: bool = True) -> None:
+    """Display ``fig`` (default: the current figure) in the book's style: fitted to the
+    column (:func:`fit_to_column`) and checked (:func:`audit`). With ``strict`` a
+    problem the fitting cannot fix raises ``ValueError`` naming it; otherwise it is
+    a warning."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.gcf() if fig is None else fig
+    fit_to_column(fig)
+    problems = audit(fig)
+    if problems:
+        message = "figure does not read well: " + "; ".join(problems)
+        if strict:
+            plt.close(fig)
+            raise ValueError(message)
+        warnings.warn(message, stacklevel=2)
+    plt.show()
+
+
+# -------------------------------------------------------------- the recurring figures
 def identity_scatter(
     ax, predicted, measured, *, hue=None, palette=None, s: float = 12, **kwargs
 ):
@@ -123,7 +269,7 @@ def plot_binned_scores(
     """The binned figure: for each entry ``label -> (E.v, E.p)`` of ``rows`` one row of
     two panels (bin mean with a +-1 standard-deviation band of ``E_s.v`` and of
     ``E_s.p`` against the importance bins), and a last row with the number of tokens per
-    bin. Returns the figure."""
+    bin (log scale, one label per decade). Returns the figure, at the column width."""
     import matplotlib.pyplot as plt
 
     if not rows:
@@ -133,9 +279,9 @@ def plot_binned_scores(
     fig, axes = plt.subplots(
         n + 1,
         2,
-        figsize=(9.0, 2.2 * n + 1.4),
+        figsize=(COLUMN_WIDTH_IN, 1.9 * n + 1.5),
         sharex=True,
-        gridspec_kw={"height_ratios": [1.0] * n + [0.55]},
+        gridspec_kw={"height_ratios": [1.0] * n + [0.6]},
     )
     for r, (label, (value, cls)) in enumerate(rows.items()):
         for c, (vals, name) in enumerate(
@@ -145,7 +291,8 @@ def plot_binned_scores(
             plot_binned(
                 ax, x, vals, n_bins=n_bins, lo=lo, hi=hi, color=color, band_alpha=0.2
             )
-            ax.set_title(f"{label}: {name}", fontsize=10)
+            ax.set_title(f"{label}: {name}")
+            ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
     counts = bin_statistics(x, np.zeros_like(x), n_bins, lo, hi)
     for c in range(2):
         ax = axes[n, c]
@@ -156,6 +303,7 @@ def plot_binned_scores(
             color="0.6",
         )
         ax.set_yscale("log")
+        log_ticks(ax.yaxis, numticks=3)
         ax.set_ylabel("tokens")
         ax.set_xlabel(xlabel)
     return fig

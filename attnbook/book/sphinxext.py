@@ -8,8 +8,9 @@ glued numbers and checks there (:mod:`attnbook.book.records`); it also marks eve
 document for re-reading, so every chapter runs in every build. After all chapters ran,
 when pages are written, it replaces
 
-- ``{claims-dashboard}`` (landing page) by the table of claims C1-C7 with the checks
-  that verify them, PASS / FAIL computed from the records;
+- ``{claims-dashboard}`` (landing page) by one block per claim C1-C7 with its status,
+  a headline statistic and the checks that verify it, folded
+  (:mod:`attnbook.book.pages`), the status computed from the records;
 - ``{run-report}`` (page *Reproducing this book*) by seeds, run times, versions and
   hardware.
 
@@ -34,7 +35,6 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from docutils import nodes
 from docutils.parsers.rst import Directive
@@ -42,17 +42,25 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx.util.nodes import make_refnode
 
+from attnbook.book import bibstyle
 from attnbook.book.dashboard import (
     attach_results,
-    claim_rows,
-    other_checks,
+    check_counts,
     required_chapters,
 )
 from attnbook.book.environment import data_table
+from attnbook.book.pages import (
+    claims_dashboard,
+    run_report_checks,
+    run_report_table,
+    table,
+    text_para,
+)
 from attnbook.book.record_files import load_records
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
 logger = logging.getLogger(__name__)
+STATIC = Path(__file__).parent / "static"  # attnbook.css: badges and folded checks
 
 
 class dashboard_placeholder(nodes.General, nodes.Element):
@@ -151,47 +159,6 @@ def _build_records(app) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------------- node helpers
-def _text_para(text: str, bold: bool = False) -> nodes.paragraph:
-    para = nodes.paragraph()
-    para += nodes.strong(text=text) if bold else nodes.Text(text)
-    return para
-
-
-def _table(
-    headers: list[str],
-    rows: list[list[Any]],
-    widths: list[int] | None = None,
-    classes: tuple[str, ...] = (),
-) -> nodes.table:
-    """A docutils table; a cell is a string, a node, or (node_or_string, rowspan)."""
-    table = nodes.table(classes=["attnbook-table", *classes])
-    group = nodes.tgroup(cols=len(headers))
-    table += group
-    for w in widths or [1] * len(headers):
-        group += nodes.colspec(colwidth=w)
-    head = nodes.thead()
-    group += head
-    hrow = nodes.row()
-    for h in headers:
-        entry = nodes.entry()
-        entry += _text_para(h)
-        hrow += entry
-    head += hrow
-    body = nodes.tbody()
-    group += body
-    for cells in rows:
-        row = nodes.row()
-        for cell in cells:
-            span = 0
-            if isinstance(cell, tuple):
-                cell, span = cell
-            entry = nodes.entry(morerows=span) if span else nodes.entry()
-            entry += cell if isinstance(cell, nodes.Node) else _text_para(str(cell))
-            row += entry
-        body += row
-    return table
-
-
 def _chapter_link(app, fromdoc: str, chapter: str) -> nodes.Node:
     docname = app._attnbook_docnames.get(chapter, f"chapters/{chapter}")
     env = app.env
@@ -230,136 +197,37 @@ def _result_link(app, fromdoc: str, label: str | None) -> nodes.Node | None:
     return nodes.literal(text=label)
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.4g}"
-
-
-# ----------------------------------------------------------------------- the two tables
-_REL = {">=": "≥", "<=": "≤"}
-
-
-def _chapter_short(app, fromdoc: str, chapter: str) -> nodes.Node:
-    """A link to a chapter by its number ("Chapter 2"), or its title when unnumbered."""
+# ----------------------------------------------------------------------- the two pages
+def _chapter_short(
+    app, fromdoc: str, chapter: str, anchor: str = "", text: str = ""
+) -> nodes.Node:
+    """A link to a chapter by its number ("Chapter 2"), or its title when unnumbered
+    (or ``text``); to ``anchor`` in it when given."""
     docname = app._attnbook_docnames.get(chapter, f"chapters/{chapter}")
     number = ".".join(map(str, app.env.toc_secnumbers.get(docname, {}).get("", ())))
     if number:
-        text = f"{'Section' if '.' in number else 'Chapter'} {number}"
+        label = f"{'Section' if '.' in number else 'Chapter'} {number}"
     else:
-        text = (
+        label = (
             app.env.titles[docname].astext() if docname in app.env.titles else chapter
         )
-    return make_refnode(app.builder, fromdoc, docname, "", nodes.Text(text))
+    return make_refnode(
+        app.builder, fromdoc, docname, anchor, nodes.Text(text or label)
+    )
 
 
 def _dashboard(app, fromdoc: str) -> list[nodes.Node]:
     records = _build_records(app)
-    rows = []
-    n_pass = n_fail = n_open = n_not = 0
-    for row in claim_rows(records):
-        claim = row.claim
-        head = nodes.paragraph()
-        head += nodes.strong(text=claim.id)
-        head += nodes.Text(" " + claim.statement + " ")
-        head += nodes.emphasis(text=f"({claim.source})")
-        first = nodes.container()
-        first += head
-        if claim.caveat:
-            first += nodes.paragraph("", "", nodes.emphasis(text=claim.caveat))
-        status = row.status
-        if status == "NOT CHECKED":
-            n_open += 1
-            rows.append(
-                [
-                    first,
-                    "—",
-                    "no check of this build is tagged with this claim",
-                    _text_para("NOT CHECKED", bold=True),
-                ]
-            )
-            continue
-        n_pass += status.startswith("PASS")
-        n_fail += status == "FAIL"
-        n_not += status == "NOT REPRODUCED"
-        where = nodes.line_block()
-        seen = []
-        for chk in row.checks:
-            source = (chk["chapter"], chk.get("result"))
-            if source in seen:
-                continue
-            seen.append(source)
-            line = nodes.line()
-            line += _chapter_short(app, fromdoc, chk["chapter"])
-            link = _result_link(app, fromdoc, chk.get("result"))
-            if link is not None:
-                line += nodes.Text(", ")
-                line += link
-            where += line
-        measured = nodes.line_block()
-        for chk in row.checks:
-            line = nodes.line()
-            line += nodes.literal(text=chk["name"])
-            line += nodes.Text(
-                f" = {_fmt(chk['value'])} "
-                f"({_REL.get(chk['relation'], chk['relation'])} "
-                f"{_fmt(chk['threshold'])})"
-            )
-            if not chk.get("asserted", True):
-                line += nodes.emphasis(text=" measured, not asserted")
-            if not chk["passed"]:
-                line += nodes.strong(
-                    text=" FAILED" if chk.get("asserted", True) else " NOT REPRODUCED"
-                )
-            measured += line
-        ok = sum(c["passed"] for c in row.checks)
-        verdict = _text_para(status, bold=True)
-        verdict += nodes.Text(f" {ok}/{len(row.checks)}")
-        rows.append([first, where, measured, verdict])
-    table = _table(
-        [
-            "Claim (the book's statement; source)",
-            "Verified in",
-            "Measured (threshold)",
-            "Result",
-        ],
-        rows,
-        widths=[42, 18, 32, 8],
-        classes=("attnbook-dashboard",),
+
+    out, log = claims_dashboard(
+        records,
+        lambda chapter, anchor, text: _chapter_short(
+            app, fromdoc, chapter, anchor or "", text
+        ),
+        lambda label: _result_link(app, fromdoc, label),
+        app.env.attnbook_build_started,
     )
-    n_part = sum(r.status == "PASS (part)" for r in claim_rows(records))
-    every = [c for r in records.values() for c in r["checks"]]
-    asserted = [c for c in every if c.get("asserted", True)]
-    compared = [c for c in every if not c.get("asserted", True)]
-    n_checks, n_passed = len(asserted), sum(c["passed"] for c in asserted)
-    summary = _text_para(
-        f"This build: {n_pass} claims PASS ({n_part} of them only in part, see their "
-        f"caveats), {n_not} NOT REPRODUCED, {n_fail} FAIL, {n_open} not checked; "
-        f"{n_passed} of {n_checks} checks passed in {len(records)} chapters, and "
-        f"{sum(c['passed'] for c in compared)} of {len(compared)} statements of the "
-        "paper "
-        f"measured without assertion held "
-        f"(built {app.env.attnbook_build_started} UTC)."
-    )
-    logger.info(
-        f"[attnbook] claims dashboard: {n_pass} PASS ({n_part} in part), "
-        f"{n_not} NOT REPRODUCED, {n_fail} FAIL, "
-        f"{n_open} not "
-        f"checked; {n_passed}/{n_checks} checks passed"
-    )
-    out: list[nodes.Node] = [summary, table]
-    others = other_checks(records)
-    if others:
-        items = nodes.bullet_list()
-        for tag, checks in sorted(others.items()):
-            ok = sum(c["passed"] for c in checks)
-            chapters = sorted({c["chapter"] for c in checks})
-            items += nodes.list_item(
-                "",
-                _text_para(
-                    f"{tag}: {ok} of {len(checks)} checks passed "
-                    f"({', '.join(chapters)})"
-                ),
-            )
-        out += [_text_para("Further checks, not tied to one claim:"), items]
+    logger.info(f"[attnbook] claims dashboard: {log}")
     return out
 
 
@@ -375,33 +243,31 @@ def _versions(names: tuple[str, ...]) -> dict[str, str | None]:
 
 def _run_report(app, fromdoc: str) -> list[nodes.Node]:
     records = _build_records(app)
+    cells, total = run_report_table(records)
     rows = []
-    total = 0.0
-    for name, rec in records.items():
-        checks = rec["checks"]
-        total += rec["elapsed_s"]
+    for (name, rec), row in zip(records.items(), cells):
         env = rec.get("environment", {})
-        rows.append(
-            [
-                _chapter_link(app, fromdoc, name),
-                ", ".join(map(str, rec["seeds"])) or "none",
-                str(rec["cells"]),
-                f"{rec['elapsed_s']:.1f}",
-                str(len(rec["glued"])),
-                f"{sum(c['passed'] for c in checks)} / {len(checks)}",
-                env.get("data", {}).get("path") or env.get("data_source", "unknown"),
-            ]
-        )
+        data = env.get("data", {}).get("path") or env.get("data_source", "unknown")
+        rows.append([_chapter_link(app, fromdoc, name), *row, data])
+    counts = check_counts([c for r in records.values() for c in r["checks"]])
     rows.append(
-        [_text_para("all chapters", bold=True), "", "", f"{total:.1f}", "", "", ""]
+        [
+            text_para("all chapters", bold=True),
+            "",
+            "",
+            f"{total:.1f}",
+            "",
+            run_report_checks(counts),
+            "",
+        ]
     )
     wall = time.time() - getattr(app, "_attnbook_t0", time.time())
     out: list[nodes.Node] = [
-        _text_para(
+        text_para(
             f"Build of {app.env.attnbook_build_started} (UTC); reading and executing "
             f"all pages took {wall:.0f} s of wall-clock time."
         ),
-        _table(
+        table(
             [
                 "Chapter",
                 "Seeds",
@@ -412,7 +278,14 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
                 "Review data",
             ],
             rows,
-            widths=[34, 9, 7, 10, 10, 10, 20],
+            widths=[30, 8, 6, 9, 9, 18, 20],
+        ),
+        text_para(
+            "Checks passed: the checks a chapter asserts (evidence, identities and "
+            "controls); a failed one stops the build. Paper statements held: "
+            "statements of the paper a chapter measures without asserting them "
+            "(the claims dashboard shows the claim as NOT REPRODUCED when one does "
+            "not hold); they are counted apart, not as failures."
         ),
     ]
     envs = [rec["environment"] for rec in records.values()]
@@ -437,9 +310,9 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
             )
         )
     )
-    out.append(_text_para("Software (the chapters' kernel and the book toolchain):"))
+    out.append(text_para("Software (the chapters' kernel and the book toolchain):"))
     out.append(
-        _table(
+        table(
             ["Package", "Version"],
             [
                 [nodes.paragraph("", "", nodes.literal(text=k)), v or "not installed"]
@@ -460,9 +333,9 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
         ("accelerator", first.get("accelerator") or "none (CPU only)"),
         ("platform", first.get("platform")),
     ]
-    out.append(_text_para("Hardware:"))
+    out.append(text_para("Hardware:"))
     out.append(
-        _table(["Item", "Value"], [[k, str(v)] for k, v in hardware], widths=[20, 50])
+        table(["Item", "Value"], [[k, str(v)] for k, v in hardware], widths=[20, 50])
     )
     data = first.get("data") or {}
     where = (
@@ -471,14 +344,29 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
         else first.get("data_source", "an unrecorded source")
     )
     out.append(
-        _text_para(
+        text_para(
             f"Review data (IMDB, Yelp), read from {where}; the Review data column "
             "above gives each chapter's path (chapters on synthetic data read none):"
         )
     )
     if data.get("datasets"):
-        out.append(_table(*data_table(data), widths=[10, 25, 35, 12, 12]))
+        out.append(table(*data_table(data), widths=[10, 25, 35, 12, 12]))
     return out
+
+
+def _on_doctree_read(app, doctree) -> None:
+    """Give every code cell of a notebook the anchor ``cell-<index>`` (its index among
+    the notebook's cells), so the dashboard can link each check to the cell that
+    asserts it."""
+    for node in doctree.findall(nodes.container):
+        if node.get("nb_element") == "cell_code" and node.get("cell_index") is not None:
+            anchor = f"cell-{node['cell_index']}"
+            if anchor not in node["ids"]:
+                node["ids"].append(anchor)
+
+
+def _on_config_inited(app, config) -> None:
+    config.html_static_path.append(str(STATIC))
 
 
 def _on_doctree_resolved(app, doctree, docname) -> None:
@@ -489,11 +377,15 @@ def _on_doctree_resolved(app, doctree, docname) -> None:
 
 
 def setup(app):
+    bibstyle.register()  # the author-year bibliography style of _config.yml
     app.add_node(dashboard_placeholder)
     app.add_node(run_report_placeholder)
     app.add_directive("claims-dashboard", ClaimsDashboard)
     app.add_directive("run-report", RunReport)
     app.connect("builder-inited", _on_builder_inited)
     app.connect("env-get-outdated", _on_env_get_outdated)
+    app.connect("doctree-read", _on_doctree_read)
     app.connect("doctree-resolved", _on_doctree_resolved)
+    app.connect("config-inited", _on_config_inited)
+    app.add_css_file("attnbook.css")
     return {"version": "1", "parallel_read_safe": False, "parallel_write_safe": False}
