@@ -38,6 +38,8 @@ The figures of binned scores are :func:`attnbook.book.plotting.plot_binned` and
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +48,7 @@ import torch
 from scipy.stats import rankdata
 
 from attnbook.data.labels import as_signed_labels
-from attnbook.engine.counts import TokenCounts
+from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 
 __all__ = [
     "finite_array",
@@ -77,7 +79,9 @@ def document_class_counts(
     ``labels`` are +-1 (NumPy or torch), one per row of ``counts``.
     """
     if not isinstance(counts, TokenCounts):
-        raise ValueError(f"counts must be a TokenCounts, got {type(counts).__name__}")
+        raise ArgumentTypeError(
+            f"counts must be a TokenCounts, got {type(counts).__name__}"
+        )
     y = _signed_numpy(labels, counts.n_sequences)
     rows = counts.row_ids.cpu().numpy()
     toks = counts.token_ids.cpu().numpy()
@@ -115,8 +119,13 @@ def finite_array(x: object, what: str) -> np.ndarray:
     """``x`` (NumPy or torch) as a non-empty, finite, 1-D float64 array; ``what`` names
     it in the errors."""
     if isinstance(x, torch.Tensor):
+        if x.dtype.is_complex:
+            raise ArgumentTypeError(f"{what} must be real, got dtype {x.dtype}")
         x = x.detach().cpu().double().numpy()
-    arr = np.asarray(x, dtype=np.float64)
+    raw = np.asarray(x)
+    if raw.dtype.kind not in "biuf":
+        raise ArgumentTypeError(f"{what} must hold real numbers, got dtype {raw.dtype}")
+    arr = raw.astype(np.float64)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{what} must be a non-empty 1-D array, got shape {arr.shape}")
     if not np.isfinite(arr).all():
@@ -125,8 +134,12 @@ def finite_array(x: object, what: str) -> np.ndarray:
 
 
 def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be positive, got {n_bins}")
+    n_bins = check_count(n_bins, "n_bins")
+    for name, value in (("lo", lo), ("hi", hi)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
     if not hi > lo:
         raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
     if x.min() < lo or x.max() > hi:
@@ -254,8 +267,8 @@ def bootstrap_rank_correlation(
     ys = finite_array(y, "y")
     if xs.shape != ys.shape or xs.size < 3:
         raise ValueError("x and y must have the same length, at least 3")
-    if n_boot < 10:
-        raise ValueError(f"n_boot must be at least 10, got {n_boot}")
+    n_boot = check_count(n_boot, "n_boot", minimum=10)
+    chunk = check_count(chunk, "chunk")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     if not isinstance(rng, np.random.Generator):

@@ -1,21 +1,54 @@
-"""The logistic loss of the book and the accuracy of a binary classifier."""
+"""The logistic loss of the book and the accuracy of a binary classifier.
+
+Both take outputs ``f`` (a 1-D float tensor) and labels in {-1, +1} of the same shape,
+checked by :func:`attnbook.data.labels.as_signed_labels` (the book's one label policy:
+{0, 1} labels are refused).
+"""
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["logistic_loss", "accuracy"]
+from attnbook.data.labels import as_signed_labels
+from attnbook.models.parameters import check_finite, check_float_tensor
+
+__all__ = ["logistic_loss", "accuracy", "check_outputs_and_labels"]
 
 
-def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``mean_i log(1 + exp(-y_i f_i))``, computed stably with softplus."""
-    if f.shape != y.shape:
+def check_outputs_and_labels(f: torch.Tensor, y: object) -> torch.Tensor:
+    """Check that ``f`` is a 1-D float tensor and ``y`` holds one label in {-1, +1} per
+    entry of ``f`` (same shape when a tensor); return the labels as a tensor of ``f``'s
+    dtype on its device."""
+    check_float_tensor(f, "f")
+    shape = tuple(getattr(y, "shape", (len(y),) if hasattr(y, "__len__") else ()))
+    if tuple(f.shape) != shape:
         raise ValueError(
-            f"outputs {tuple(f.shape)} and labels {tuple(y.shape)} differ in shape"
+            f"outputs {tuple(f.shape)} and labels {shape} differ in shape: pass one "
+            "label per output, both 1-D"
         )
-    return torch.nn.functional.softplus(-y.to(f.dtype) * f).mean()
+    if f.ndim != 1:
+        raise ValueError(f"outputs must be 1-D, got shape {tuple(f.shape)}")
+    return as_signed_labels(y, f.shape[0], dtype=f.dtype).to(f.device)
 
 
-def accuracy(f: torch.Tensor, y: torch.Tensor) -> float:
-    """Fraction of sequences with ``sign(f) == y`` (``f = 0`` counts as an error)."""
-    return float(((f * y.to(f.dtype)) > 0).double().mean())
+def logistic_loss(f: torch.Tensor, y: object) -> torch.Tensor:
+    """``mean_i log(1 + exp(-y_i f_i))``, computed stably with softplus.
+
+    Raises ``ValueError`` for outputs and labels of different shapes, labels outside
+    {-1, +1} and NaN outputs."""
+    y = check_outputs_and_labels(f, y)
+    loss = torch.nn.functional.softplus(-y * f).mean()
+    if not bool(torch.isfinite(loss)):
+        check_finite(f=f)
+    return loss
+
+
+def accuracy(f: torch.Tensor, y: object) -> float:
+    """Fraction of sequences with ``sign(f) == y`` (``f = 0`` counts as an error).
+
+    Raises ``ValueError`` for outputs and labels of different shapes (``(n,)`` against
+    ``(n, 1)`` would otherwise broadcast), labels outside {-1, +1} and NaN outputs."""
+    y = check_outputs_and_labels(f, y)
+    if bool(torch.isnan(f).any()):
+        raise ValueError("f holds NaN: the accuracy of a NaN output is undefined")
+    return float(((f.detach() * y) > 0).double().mean())
