@@ -45,6 +45,7 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
         raise ValueError(f"{name} must be {least}, got {value}")
     return int(value)
 
+
 SequenceLike = "np.ndarray | torch.Tensor | Sequence[int]"
 
 

@@ -110,9 +110,7 @@ class RowTerms:
         (column 0) and ``B`` (columns 1..K), from ``g`` (n, K)."""
         c_B = self.pi[:, None] * g[self.rows]
         c_a = (c_B * (self.db - self.gap[self.rows])).sum(dim=1)
-        out = torch.zeros(
-            vocab_size, 1 + g.shape[1], dtype=g.dtype, device=g.device
-        )
+        out = torch.zeros(vocab_size, 1 + g.shape[1], dtype=g.dtype, device=g.device)
         return out.index_add_(0, self.tokens, torch.cat((c_a[:, None], c_B), dim=1))
 
 

@@ -3,9 +3,8 @@ initializer."""
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
-
 import math
+from typing import Callable, Mapping
 
 import torch
 

@@ -143,7 +143,9 @@ def fit(
         if not callable(fn) and not (fn is None and name != "loss_fn"):
             raise ArgumentTypeError(f"{name} must be callable, got {type(fn).__name__}")
     if not isinstance(params, Mapping) or not params:
-        raise ArgumentTypeError("params must be a non-empty mapping of names to tensors")
+        raise ArgumentTypeError(
+            "params must be a non-empty mapping of names to tensors"
+        )
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(
             f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}"

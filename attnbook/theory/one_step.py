@@ -155,9 +155,7 @@ def one_gradient_step(
     eta = _check_eta(eta)
     E, p, v = _params(params, "v")
     if method not in ("closed_form", "autograd"):
-        raise ValueError(
-            f"method must be 'closed_form' or 'autograd', got {method!r}"
-        )
+        raise ValueError(f"method must be 'closed_form' or 'autograd', got {method!r}")
     if method == "closed_form":
         c_v, c_p = one_step_coefficients(E, p, v, counts, labels)
         return E + eta * (c_v[:, None] * v[None, :] + c_p[:, None] * p[None, :])

@@ -82,7 +82,7 @@ def init_one_step(
     head do not depend on it; exactly zero when ``cls_scale == 0``), and the head i.i.d.
     ``N(0, head_scale^2 / d)``. The tensors are plain (no gradient required).
     """
-    scales = {"init_scale": init_scale, "head_scale": head_scale, "cls_scale": cls_scale}
+    scales = dict(init_scale=init_scale, head_scale=head_scale, cls_scale=cls_scale)
     for name, value in scales.items():
         if (
             isinstance(value, bool)
