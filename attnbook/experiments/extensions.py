@@ -87,6 +87,11 @@ def class_importance(
         raise ValueError("classes must be a 1-D array with one class id per sequence")
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"class ids must lie in [0, {n_classes})")
+    missing = sorted(set(range(n_classes)) - set(y.tolist()))
+    if missing:
+        raise ValueError(
+            f"classes {missing} occur in no sequence: their importance is undefined"
+        )
     return np.stack(
         [token_importance(counts, np.where(y == k, 1, -1)) for k in range(n_classes)], 1
     )

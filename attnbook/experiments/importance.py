@@ -62,11 +62,11 @@ __all__ = [
 ]
 
 
-def _signed_numpy(labels: object, n: int) -> np.ndarray:
+def _signed_numpy(labels: object, n: int, both: bool = True) -> np.ndarray:
     """Labels in {-1, +1} (checked by :func:`attnbook.data.labels.as_signed_labels`) as
-    an int64 array; both classes must occur."""
+    an int64 array; with ``both``, both classes must occur."""
     out = as_signed_labels(labels, n).cpu().numpy().astype(np.int64)
-    if np.unique(out).size < 2:
+    if both and np.unique(out).size < 2:
         raise ValueError("labels hold a single class: importance is undefined")
     return out
 
@@ -82,7 +82,7 @@ def document_class_counts(
         raise ArgumentTypeError(
             f"counts must be a TokenCounts, got {type(counts).__name__}"
         )
-    y = _signed_numpy(labels, counts.n_sequences)
+    y = _signed_numpy(labels, counts.n_sequences, both=False)
     rows = counts.row_ids.cpu().numpy()
     toks = counts.token_ids.cpu().numpy()
     positive = y[rows] == 1

@@ -32,7 +32,11 @@ from attnbook.engine.counts import (
     validate_sequences,
 )
 from attnbook.models.count_engine import count_heads_output, row_terms
-from attnbook.models.parameters import check_finite, check_parameters
+from attnbook.models.parameters import (
+    check_finite,
+    check_finite_scores,
+    check_parameters,
+)
 
 __all__ = [
     "attention_output",
@@ -99,11 +103,9 @@ def attention_weights(
     check_parameters(E, p, p)
     (arr,) = validate_sequences([sequence], E.shape[0])
     ids = torch.from_numpy(arr).to(E.device)
-    check_finite(p=p)
+    check_finite(E=E, p=p)
     logits = E[ids] @ p
-    if not bool(torch.isfinite(logits).all()):
-        check_finite(E=E)
-        raise ValueError("the scores E @ p overflow; rescale E or p")
+    check_finite_scores(logits, E=E, p=p)
     return torch.softmax(logits, dim=0)
 
 

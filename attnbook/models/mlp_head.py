@@ -237,5 +237,5 @@ def token_value_scores(params: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(V,)`` ``g_s = v . relu(A E_s + c)``: the output on a sequence of token ``s``
     alone."""
     check_mlp_parameters(params)
-    check_finite(E=params["E"])
+    check_finite(**params)
     return _head(params, params["E"])

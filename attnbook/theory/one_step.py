@@ -209,6 +209,7 @@ def predicted_cls_alignment(
     alpha, v, p = _as_tensor(alpha, "alpha"), _as_tensor(v, "v"), _as_tensor(p, "p")
     if alpha.ndim != 1 or v.ndim != 1 or p.shape != v.shape:
         raise ValueError("alpha must be (V,), v and p must be (d,) of one shape")
+    p = p.to(dtype=v.dtype, device=v.device)
     return 0.5 * eta * alpha.to(v.dtype).to(v.device) * (v @ p)
 
 
@@ -251,16 +252,24 @@ def predicted_class_alignment(
 
 
 def _as_tensor(x: object, name: str) -> torch.Tensor:
+    """``x`` as a dense, non-empty, finite float32/float64 tensor (integers and
+    non-tensors become float64)."""
     if isinstance(x, torch.Tensor):
         t = x.detach()
+        if t.layout != torch.strided:
+            raise ArgumentTypeError(f"{name} must be a dense tensor")
     else:
         try:
             t = torch.as_tensor(np.asarray(x, dtype=np.float64))
         except (TypeError, ValueError) as err:
             raise ValueError(f"{name} must be numeric") from err
-    if t.dtype.is_complex:
+    if t.dtype.is_complex or t.dtype == torch.bool:
         raise ArgumentTypeError(f"{name} must be real, got dtype {t.dtype}")
     if not t.dtype.is_floating_point:
         t = t.to(torch.float64)
+    if t.dtype not in (torch.float32, torch.float64):
+        raise ArgumentTypeError(f"{name} has dtype {t.dtype}; use float32 or float64")
+    if t.numel() == 0:
+        raise ValueError(f"{name} is empty")
     check_finite(**{name: t})
     return t
