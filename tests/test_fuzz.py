@@ -99,7 +99,8 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 ERRORS = (ValueError, TypeError)
-EXAMPLES: dict[str, int] = {}  # examples run per entry point (printed at the end)
+EXAMPLES: dict[str, int] = {}  # calls per entry point (printed at the end)
+VALID: dict[str, int] = {}  # of which with valid arguments
 
 
 # ------------------------------------------------------------------- checking outcomes
@@ -124,6 +125,7 @@ def outcome(name: str, call: Callable[[], object], valid: bool, leaves=()) -> No
     """Run ``call``: a valid call must give finite values and finite gradients in
     ``leaves``; an invalid one a ``ValueError``/``TypeError`` with a message."""
     EXAMPLES[name] = EXAMPLES.get(name, 0) + 1
+    VALID[name] = VALID.get(name, 0) + bool(valid)
     try:
         out = call()
         if valid and isinstance(out, torch.Tensor) and out.requires_grad:
@@ -652,7 +654,16 @@ def test_statistics(x, y, n_bins):
     if not same:
         for fn in (spearman, paired_mean_difference, bin_statistics):
             outcome(fn.__name__, lambda fn=fn: fn(xs, ys), False)
-    positive = same and min(xs) > 0 and min(ys) > 0 and len(set(xs)) > 1
+    fx, fy = _reals(xs), _reals(ys)  # loglog_slope flattens its arguments
+    positive = (
+        fx is not None
+        and fy is not None
+        and fx.shape == fy.shape
+        and fx.size >= 2
+        and np.isfinite(np.r_[fx, fy]).all()
+        and (np.r_[fx, fy] > 0).all()
+        and np.unique(fx).size > 1
+    )
     outcome("loglog_slope", lambda: loglog_slope(xs, ys), positive)
     flat = _reals(xs)  # predicted_pearson flattens its argument
     outcome(
@@ -763,7 +774,10 @@ def test_benchmark_command_line_usage_errors(argv):
 def test_zz_report_example_counts(capsys):
     """The number of examples each entry point was fuzzed with (``-s`` shows it)."""
     with capsys.disabled():
-        total = sum(EXAMPLES.values())
-        print(f"\nfuzz: {total} calls over {len(EXAMPLES)} entry points")
+        total, valid = sum(EXAMPLES.values()), sum(VALID.values())
+        print(
+            f"\nfuzz: {total} calls ({valid} valid, {total - valid} invalid) over "
+            f"{len(EXAMPLES)} entry points"
+        )
         for name, count in sorted(EXAMPLES.items()):
-            print(f"  {name:32s} {count}")
+            print(f"  {name:32s} {count:4d} calls, {VALID.get(name, 0):4d} valid")
