@@ -38,6 +38,8 @@ so that the check costs no extra pass over ``E``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -46,7 +48,6 @@ from attnbook.engine.counts import ArgumentTypeError, TokenCounts
 from attnbook.engine.memory import gradient_buffer
 from attnbook.engine.segments import segment_max
 from attnbook.models.parameters import (
-    check_finite,
     check_finite_scores,
     check_head_matrix,
     check_parameters,
@@ -139,21 +140,25 @@ class _CountAttention(torch.autograd.Function):
         nd = kernels.csr_times(A, torch.cat((u[:, None], u[:, None] * B), dim=1))
         den, num = nd[:, 0], nd[:, 1:]
         floor = counts.float_lengths(E.dtype) * torch.finfo(E.dtype).tiny ** 0.5
-        ratio = PW[0].norm() * B.abs().amax()
-        finite, covered, cancels = torch.stack(
+        # one synchronisation for three facts: the scores' sum is finite unless some
+        # score is (a NaN or infinity in E, p or W reaches its row's score) or the sum
+        # overflows (checked exactly below); whether every row's mass is represented;
+        # the cancellation ratio of the module docstring
+        probe, covered, rho, head = torch.stack(
             (
-                torch.isfinite(scores).all() & torch.isfinite(PW).all(),
-                (den >= floor).all(),
-                ratio > CANCELLATION_LIMIT * W.norm(dim=0).amin(),
+                scores.sum(),
+                (den >= floor).all().to(E.dtype),
+                PW[0].norm() * B.abs().amax(),
+                W.norm(dim=0).amin(),
             )
         ).tolist()
-        if not finite:
+        if not math.isfinite(probe):
             check_finite_scores(scores, E=E, p=p, W=W)
-            check_finite(p=p, W=W)
         ctx.counts = counts
         if covered:
             ctx.rows = None
-            ctx.accurate = cancels  # the row-shift backward, built when it is needed
+            # the row-shift backward, built when it is needed
+            ctx.accurate = not rho <= CANCELLATION_LIMIT * head
             f = num / den[:, None]
             ctx.save_for_backward(E, PW, a, B, u, den, f)
             return f

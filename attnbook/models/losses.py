@@ -7,6 +7,8 @@ checked by :func:`attnbook.data.labels.as_signed_labels` (the book's one label p
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from attnbook.data.labels import as_signed_labels
@@ -28,6 +30,11 @@ def check_outputs_and_labels(f: torch.Tensor, y: object) -> torch.Tensor:
         )
     if f.ndim != 1:
         raise ValueError(f"outputs must be 1-D, got shape {tuple(f.shape)}")
+    same_kind = (
+        isinstance(y, torch.Tensor) and y.dtype == f.dtype and y.device == f.device
+    )
+    if same_kind and not bool((y.abs() != 1).any()):
+        return y.detach()  # labels of a training loop: already -1/+1 tensors
     return as_signed_labels(y, f.shape[0], dtype=f.dtype).to(f.device)
 
 
@@ -38,7 +45,7 @@ def logistic_loss(f: torch.Tensor, y: object) -> torch.Tensor:
     {-1, +1} and NaN outputs."""
     y = check_outputs_and_labels(f, y)
     loss = torch.nn.functional.softplus(-y * f).mean()
-    if not bool(torch.isfinite(loss)):
+    if not math.isfinite(loss.item()):
         check_finite(f=f)
     return loss
 
