@@ -84,7 +84,8 @@ def check_counts(counts: object, vocab_size: int, name: str = "counts") -> Token
 class RowTerms:
     """The row-shift quantities of every stored entry ``k`` (row ``rows[k]``, token
     ``tokens[k]``): attention mass ``pi`` (nnz,), ``db = B_s - B_{r_i}`` (nnz, K),
-    ``gap = f_i - B_{r_i}`` (n, K) and the reference token ``ref`` (n,) of each row."""
+    ``gap = f_i - B_{r_i}`` (n, K), the reference token ``ref`` (n,) of each row, the
+    outputs ``f`` (n, K) and the value scores ``B`` (V, K) themselves."""
 
     def __init__(self, a: torch.Tensor, B: torch.Tensor, counts: TokenCounts):
         tok, rows, n = counts.token_ids, counts.row_ids, counts.n_sequences
@@ -103,7 +104,7 @@ class RowTerms:
         self.gap = torch.zeros(
             n, B.shape[1], dtype=a.dtype, device=a.device
         ).index_add_(0, rows, self.pi[:, None] * self.db)
-        self.rows, self.tokens = rows, tok
+        self.rows, self.tokens, self.B = rows, tok, B
         self.f = B[self.ref] + self.gap
 
     def score_gradient(self, g: torch.Tensor, vocab_size: int) -> torch.Tensor:

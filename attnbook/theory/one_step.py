@@ -95,10 +95,16 @@ def one_step_coefficients(
     counts = as_token_counts(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
     terms = row_terms(E, p, v[:, None], counts)  # relative to each row's top token
-    f = terms.f[:, 0]
-    g = y * torch.sigmoid(-y * f) / counts.n_sequences  # minus dL/df
-    coef = terms.score_gradient(g[:, None], E.shape[0])  # (V, 2): [c_p, c_v]
-    return coef[:, 1], coef[:, 0]
+    rows, tok, pi = terms.rows, terms.tokens, terms.pi
+    b_tok = terms.B[tok, 0]
+    f = torch.zeros_like(terms.gap[:, 0]).index_add(0, rows, pi * b_tok)
+    g = y * torch.sigmoid(-y * f)  # minus the derivative of the loss in f
+    weight = g[rows] * pi / counts.n_sequences
+    zeros = torch.zeros(E.shape[0], dtype=E.dtype, device=E.device)
+    c_v = zeros.index_add(0, tok, weight)
+    # b_s - f_i relative to the row's top token: accurate once attention is one-hot
+    c_p = zeros.index_add(0, tok, weight * (terms.db[:, 0] - terms.gap[rows, 0]))
+    return c_v, c_p
 
 
 def first_order_coefficients(
