@@ -10,7 +10,24 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["seed_everything", "default_device", "cpu_name"]
+__all__ = [
+    "seed_everything",
+    "default_device",
+    "device_for",
+    "WORKLOADS",
+    "DEVICE_ENV",
+    "cpu_name",
+]
+
+#: What a chapter computes, and where that runs fastest (see :func:`device_for`).
+WORKLOADS = {
+    "synthetic": "small synthetic problems in float64: the CPU, even beside a GPU",
+    "real": "the review corpora (tens of thousands of documents): the GPU when present",
+}
+
+#: Environment variable that overrides the policy: ``cpu`` or ``cuda`` for every
+#: workload.
+DEVICE_ENV = "ATTNBOOK_DEVICE"
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -34,6 +51,31 @@ def seed_everything(seed: int) -> np.random.Generator:
 def default_device() -> torch.device:
     """CUDA when a GPU is visible, otherwise the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_for(workload: str) -> torch.device:
+    """The device a workload runs on: the CPU for ``"synthetic"``,
+    :func:`default_device` for ``"real"`` (see :data:`WORKLOADS`).
+
+    A small synthetic problem (a few hundred tokens, ``d`` up to a few thousand,
+    float64) is a long chain of tiny operations: on a GPU each one costs a kernel
+    launch and often a host synchronisation, more than the arithmetic, so it runs
+    faster on the CPU. The real-data work moves hundreds of megabytes per step and
+    gains from the GPU's bandwidth. ``ATTNBOOK_DEVICE=cpu`` or ``=cuda`` sends every
+    workload to that device (``cuda`` raises ``ValueError`` when torch sees no GPU).
+    """
+    if workload not in WORKLOADS:
+        raise ValueError(
+            f"workload must be one of {sorted(WORKLOADS)}, got {workload!r}"
+        )
+    forced = os.environ.get(DEVICE_ENV, "").strip().lower()
+    if forced:
+        if forced not in ("cpu", "cuda"):
+            raise ValueError(f"{DEVICE_ENV} must be 'cpu' or 'cuda', got {forced!r}")
+        if forced == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"{DEVICE_ENV}=cuda, but torch sees no CUDA device")
+        return torch.device(forced)
+    return torch.device("cpu") if workload == "synthetic" else default_device()
 
 
 def cpu_name() -> str:

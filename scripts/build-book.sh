@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the HTML book (executing every chapter) into _build/html, strictly.
-# Sets up .venv on first use. Extra arguments go to `jupyter-book build`.
+# Sets up .venv on first use (scripts/env.sh, which also sets the thread defaults: one thread per
+# process). Extra arguments go to `jupyter-book build`.
 set -euo pipefail
+# shellcheck source=scripts/env.sh
 . "$(dirname "$0")/env.sh"
 rm -rf _build/html _build/jupyter_execute
 start=$(date +%s)

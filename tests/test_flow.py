@@ -7,10 +7,8 @@ import torch
 from attnbook.data.selection import assumption_one_data
 from attnbook.models.attention import attention_output, token_attention
 from attnbook.models.losses import logistic_loss
-from attnbook.theory.flow import (
-    FlowProblem,
-    direction_cosines,
-    gradient_flow,
+from attnbook.theory.flow import FlowProblem, direction_cosines, gradient_flow
+from attnbook.theory.flow_analysis import (
     limit_selection,
     one_step_problem,
     selected_mass,

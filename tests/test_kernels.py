@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbook.engine import kernels
+from attnbook.engine import kernels, native
 from attnbook.engine.counts import TokenCounts
 
 BACKENDS = ["compiled", "torch"]
@@ -154,8 +154,8 @@ def test_every_fallback_build_gives_the_same_results(tmp_path, monkeypatch, flag
     if compiler is None:
         pytest.fail("this test expects a C compiler, as on CI and Colab")
     target = tmp_path / "count_kernels.so"
-    assert kernels._compile(compiler, list(flags), target)
-    lib = kernels._declare(ctypes.CDLL(str(target)))
+    assert native.compile_library(compiler, list(flags), target)
+    lib = native.declare(ctypes.CDLL(str(target)))
     assert lib.openmp_enabled() == ("-fopenmp" in flags)
     monkeypatch.setattr(kernels, "_build_library", lambda: lib)
     E, P, G = (
@@ -169,12 +169,16 @@ def test_every_fallback_build_gives_the_same_results(tmp_path, monkeypatch, flag
 
 
 def test_cache_folders_and_an_unwritable_cache(tmp_path, monkeypatch):
+    # the chosen folder first, then a per-user folder in the temporary directory
     monkeypatch.setenv("ATTNBOOK_CACHE_DIR", str(tmp_path / "here"))
-    assert kernels._cache_dirs() == [tmp_path / "here"]
+    folders = native.cache_dirs()
+    assert folders[0] == tmp_path / "here" and len(folders) == 2
     monkeypatch.delenv("ATTNBOOK_CACHE_DIR")
-    folders = kernels._cache_dirs()
+    folders = native.cache_dirs()
     assert folders[0] == Path.home() / ".cache" / "attnbook" and len(folders) == 2
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     compiler = shutil.which("cc") or shutil.which("gcc") or "cc"
-    assert kernels._compile(compiler, ["-O3"], blocker / "count_kernels.so") is False
+    assert (
+        native.compile_library(compiler, ["-O3"], blocker / "count_kernels.so") is False
+    )

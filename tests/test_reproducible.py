@@ -31,7 +31,8 @@ from attnbook.book.dashboard import (
     required_chapters,
     result_labels,
 )
-from attnbook.book.records import RECORD_DIR_ENV, compare_records, load_records
+from attnbook.book.record_files import compare_records, load_records
+from attnbook.book.records import RECORD_DIR_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 

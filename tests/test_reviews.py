@@ -16,12 +16,11 @@ from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.experiments.real_data import (
     ReviewExperimentConfig,
     history_frame,
-    pick_examples,
     run_review_experiment,
     token_scores,
-    top_tokens,
     train_on_reviews,
 )
+from attnbook.experiments.token_tables import pick_examples, top_tokens
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import History, plateau_stop, plateau_stop_step
 

@@ -9,7 +9,7 @@ import torch
 
 from attnbook.book import plotting
 from attnbook.book.records import glue, note_seed, start_record
-from attnbook.runtime import default_device, seed_everything
+from attnbook.runtime import device_for, seed_everything
 
 __all__ = ["ChapterStart", "start_chapter", "glue_all"]
 
@@ -21,18 +21,22 @@ class ChapterStart(NamedTuple):
     device: torch.device
 
 
-def start_chapter(name: str, *, seed: int) -> ChapterStart:
+def start_chapter(name: str, *, seed: int, workload: str = "real") -> ChapterStart:
     """Start chapter ``name`` (its notebook's stem): a fresh record, every generator
     seeded with ``seed``, the book's figure style; returns ``(rng, device)``.
 
-    ``rng, device = start_chapter("02_one_step", seed=2)`` is the first line of every
-    chapter.
+    ``rng, device = start_chapter("02_one_step", seed=2, workload="synthetic")`` is the
+    first line of every chapter. ``workload`` says what the chapter computes and so
+    where it runs (:func:`attnbook.runtime.device_for`): ``"synthetic"`` (small
+    problems in float64) on the CPU even when a GPU is present, ``"real"`` (the review
+    corpora) on the GPU when there is one.
     """
+    device = device_for(workload)  # an unknown workload fails before anything starts
     start_record(name)
     rng = seed_everything(seed)
     note_seed(seed)  # the chapter's record lists its seed
     plotting.setup()
-    return ChapterStart(rng, default_device())
+    return ChapterStart(rng, device)
 
 
 def glue_all(

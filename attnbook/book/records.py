@@ -14,7 +14,8 @@ Records
     so far. Without the variable nothing is written. The book build
     (``attnbook.book.sphinxext``) and ``scripts/test.sh`` set it; the claims dashboard
     and the page *Reproducing this book* are rendered from these records, and the
-    records of two executions are compared number by number (:func:`compare_records`).
+    records of two executions are compared number by number
+    (:func:`attnbook.book.record_files.compare_records`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -30,8 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from attnbook.data.reviews import DATA_DIR_ENV
-from attnbook.runtime import cpu_name
+from attnbook.book.environment import environment
 
 __all__ = [
     "RECORD_DIR_ENV",
@@ -47,9 +46,6 @@ __all__ = [
     "compare_with_paper",
     "note_seed",
     "record_path",
-    "load_records",
-    "compare_records",
-    "environment",
 ]
 
 RECORD_DIR_ENV = "ATTNBOOK_RECORD_DIR"
@@ -187,8 +183,9 @@ def glue(name: str, value: object, *, volatile: bool = False) -> None:
 
     Outside the book build (Colab, plain Jupyter) MyST-NB is usually absent and only the
     record is kept. ``volatile=True`` marks a value that legitimately differs between
-    two executions (a measured time); :func:`compare_records` then checks that it is
-    present but not its value.
+    two executions (a measured time);
+    :func:`~attnbook.book.record_files.compare_records` then checks that it is present
+    but not its value.
     """
     if not isinstance(name, str) or not name:
         raise ValueError("glue name must be a non-empty string")
@@ -317,63 +314,6 @@ def compare_with_paper(
 
 
 # ---------------------------------------------------------------------- writing records
-def environment() -> dict[str, Any]:
-    """Software and hardware of this process: versions, CPU, threads, accelerator."""
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in (
-        "attnbook",
-        "torch",
-        "numpy",
-        "scipy",
-        "pandas",
-        "cvxpy",
-        "datasets",
-        "matplotlib",
-        "seaborn",
-    ):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = None
-    env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu": cpu_name(),
-        "cpu_count": os.cpu_count(),
-        "memory_gib": _memory_gib(),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-        "data_source": (
-            "local mirror (ATTNBOOK_DATA_DIR)"
-            if os.environ.get(DATA_DIR_ENV)
-            else "Hugging Face hub"
-        ),
-        "versions": versions,
-    }
-    try:
-        import torch
-
-        env["torch_threads"] = torch.get_num_threads()
-        env["accelerator"] = (
-            torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-        )
-    except ImportError:  # pragma: no cover
-        pass
-    return env
-
-
-def _memory_gib() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def record_path(chapter: str, folder: str | os.PathLike | None = None) -> Path | None:
     """Where the record of ``chapter`` goes (``None`` when no record folder is set)."""
     folder = folder if folder is not None else os.environ.get(RECORD_DIR_ENV)
@@ -407,69 +347,3 @@ def _write_record() -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
     os.replace(tmp, path)  # readers never see a half-written file
-
-
-# ---------------------------------------------------------------------- reading records
-def load_records(folder: str | os.PathLike) -> dict[str, dict]:
-    """All chapter records in ``folder``, by chapter name.
-
-    Raises ``FileNotFoundError`` when the folder does not exist and ``ValueError`` for a
-    file that is not a record.
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(
-            f"no record folder {folder}: run the chapters with "
-            f"{RECORD_DIR_ENV}={folder} set "
-            f"(scripts/test.sh and scripts/build-book.sh do)"
-        )
-    records = {}
-    for path in sorted(folder.glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"{path} is not valid JSON ({err}); delete it and rerun"
-            ) from err
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-            raise ValueError(f"{path} is not an attnbook record (schema {SCHEMA})")
-        records[record["chapter"]] = record
-    return records
-
-
-def compare_records(a: dict[str, dict], b: dict[str, dict]) -> list[str]:
-    """Differences between two sets of records' glued numbers and checks (empty:
-    identical).
-
-    Only chapters present in both are compared value by value; a chapter present in one
-    only is reported too. Values glued or checked with ``volatile=True`` (timings) must
-    be present in both but may differ.
-    """
-    problems = []
-    for chapter in sorted(set(a) | set(b)):
-        if chapter not in a or chapter not in b:
-            problems.append(f"{chapter}: recorded in only one of the two runs")
-            continue
-        ga, gb = a[chapter]["glued"], b[chapter]["glued"]
-        vol = set(a[chapter].get("volatile", ())) | set(b[chapter].get("volatile", ()))
-        for key in sorted(set(ga) | set(gb)):
-            if key not in ga or key not in gb:
-                problems.append(f"{chapter}: {key!r} glued in only one run")
-            elif ga[key] != gb[key] and key not in vol:
-                problems.append(
-                    f"{chapter}: {key!r} differs: {ga[key]!r} vs {gb[key]!r}"
-                )
-
-        def fixed(c: dict, vol: set = vol) -> tuple:
-            return (
-                c["name"],
-                None if c["name"] in vol else c["value"],
-                c["passed"],
-                c.get("asserted", True),
-            )
-
-        ca = [fixed(c) for c in a[chapter]["checks"]]
-        cb = [fixed(c) for c in b[chapter]["checks"]]
-        if ca != cb:
-            problems.append(f"{chapter}: the checks differ: {ca} vs {cb}")
-    return problems

@@ -48,7 +48,9 @@ from attnbook.book.dashboard import (
     other_checks,
     required_chapters,
 )
-from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV, load_records
+from attnbook.book.environment import data_table
+from attnbook.book.record_files import load_records
+from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -378,6 +380,7 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
     for name, rec in records.items():
         checks = rec["checks"]
         total += rec["elapsed_s"]
+        env = rec.get("environment", {})
         rows.append(
             [
                 _chapter_link(app, fromdoc, name),
@@ -386,9 +389,12 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
                 f"{rec['elapsed_s']:.1f}",
                 str(len(rec["glued"])),
                 f"{sum(c['passed'] for c in checks)} / {len(checks)}",
+                env.get("data", {}).get("path") or env.get("data_source", "unknown"),
             ]
         )
-    rows.append([_text_para("all chapters", bold=True), "", "", f"{total:.1f}", "", ""])
+    rows.append(
+        [_text_para("all chapters", bold=True), "", "", f"{total:.1f}", "", "", ""]
+    )
     wall = time.time() - getattr(app, "_attnbook_t0", time.time())
     out: list[nodes.Node] = [
         _text_para(
@@ -403,9 +409,10 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
                 "Run time (s)",
                 "Glued values",
                 "Checks passed",
+                "Review data",
             ],
             rows,
-            widths=[40, 10, 8, 12, 12, 12],
+            widths=[34, 9, 7, 10, 10, 10, 20],
         ),
     ]
     envs = [rec["environment"] for rec in records.values()]
@@ -452,12 +459,25 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
         ("torch threads", first.get("torch_threads")),
         ("accelerator", first.get("accelerator") or "none (CPU only)"),
         ("platform", first.get("platform")),
-        ("data", first.get("data_source", "unknown")),
     ]
-    out.append(_text_para("Hardware and data:"))
+    out.append(_text_para("Hardware:"))
     out.append(
         _table(["Item", "Value"], [[k, str(v)] for k, v in hardware], widths=[20, 50])
     )
+    data = first.get("data") or {}
+    where = (
+        f"the {data['path']} by the corpus recipe {data['recipe']}"
+        if data
+        else first.get("data_source", "an unrecorded source")
+    )
+    out.append(
+        _text_para(
+            f"Review data (IMDB, Yelp), read from {where}; the Review data column "
+            "above gives each chapter's path (chapters on synthetic data read none):"
+        )
+    )
+    if data.get("datasets"):
+        out.append(_table(*data_table(data), widths=[10, 25, 35, 12, 12]))
     return out
 
 

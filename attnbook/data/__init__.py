@@ -2,8 +2,12 @@
 
 - :mod:`~attnbook.data.labels`    -- the one label policy (-1/+1, converted once at
   loading);
-- :mod:`~attnbook.data.reviews`   -- IMDB and Yelp reviews: loading, tokenizer,
-  vocabulary;
+- :mod:`~attnbook.data.recipe`    -- the corpus recipe: the same IMDB and Yelp corpora
+  from the mirror and the hub (Yelp's seeded sample);
+- :mod:`~attnbook.data.sources`   -- loading IMDB and Yelp from the mirror or the hub,
+  values checked;
+- :mod:`~attnbook.data.reviews`   -- IMDB and Yelp reviews: loading (re-exported),
+  tokenizer, vocabulary;
 - :mod:`~attnbook.data.corpus`    -- a review corpus ready for the model (counts,
   labels, splits);
 - :mod:`~attnbook.data.synthetic` -- positive / negative / neutral synthetic sequences

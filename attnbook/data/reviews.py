@@ -1,13 +1,20 @@
-"""Real review data: loading (Hugging Face ``datasets``), tokenization and vocabulary.
+"""Real review data: loading, tokenization and vocabulary.
 
-Loading
+Loading (implemented in :mod:`attnbook.data.sources`, re-exported here)
     :func:`load_reviews` reads ``imdb`` or ``yelp`` from a local parquet mirror when the
     environment variable ``ATTNBOOK_DATA_DIR`` names one (files
-    ``<name>/<split>.parquet``), and from the Hugging Face hub otherwise. Either way it
-    returns a ``datasets.Dataset`` with a ``text`` column and an integer ``label``
-    column (0 = negative, 1 = positive), plus the star ``rating`` (IMDB, 1-10, mirror
-    only) or ``stars`` (Yelp, 1-5). Yelp polarity follows the usual rule: 4-5 stars
-    positive, 1-2 stars negative, 3-star reviews dropped.
+    ``<name>/<split>.parquet``), and from the Hugging Face hub when it is unset; set but
+    empty, it is an error. Both paths give the same kind of corpus, by the recipe of
+    :mod:`attnbook.data.recipe` (the hub's Yelp is a seeded sample of the mirror's size
+    and star histogram). Either way it returns a ``datasets.Dataset`` with a ``text``
+    column and an integer ``label`` column (0 = negative, 1 = positive), plus the star
+    ``rating`` (IMDB, 1-10, mirror only) or ``stars`` (Yelp, 1, 2, 4 or 5).
+
+    IMDB's ``label`` must hold 0 and 1 only and its ``rating``, when present, 1-10.
+    Yelp's label is derived from the stars (4-5 positive, 1-2 negative, 3-star reviews
+    dropped), so a Yelp mirror needs ``text`` and ``stars`` (1-5) only; a ``label``
+    column there is ignored. Any other value, a missing value or a non-integer column
+    is refused with a ``ValueError`` that names the file and the column.
 
 Tokenization rule (:func:`tokenize`)
     lower-case the text, replace the HTML line breaks ``<br />`` of IMDB by spaces, and
@@ -25,140 +32,34 @@ Vocabulary rule (:class:`Vocabulary`)
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from attnbook.data.sources import (
+    DATA_DIR_ENV,
+    DatasetUnavailableError,
+    data_source,
+    load_reviews,
+)
 from attnbook.engine.counts import TokenCounts
 
 __all__ = [
     "DATA_DIR_ENV",
     "DatasetUnavailableError",
     "load_reviews",
+    "data_source",
     "tokenize",
     "Vocabulary",
     "EncodedCorpus",
 ]
 
-DATA_DIR_ENV = "ATTNBOOK_DATA_DIR"
-_NAMES = ("imdb", "yelp")
-_SPLITS = ("train", "test")
-_HUB_IDS = {"imdb": "stanfordnlp/imdb", "yelp": "Yelp/yelp_review_full"}
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
-
-
-class DatasetUnavailableError(RuntimeError):
-    """Raised when a dataset is neither in the local mirror nor reachable on the hub."""
-
-
-def _how_to_get(name: str) -> str:
-    return (
-        f"To get '{name}': either (1) download the parquet files once and point the "
-        "environment "
-        f"variable {DATA_DIR_ENV} at their folder, laid out as "
-        f"<folder>/{name}/train.parquet and "
-        f"<folder>/{name}/test.parquet; or (2) unset {DATA_DIR_ENV} on a machine that "
-        "can reach "
-        f"the Hugging Face hub ('{_HUB_IDS[name]}')."
-    )
-
-
-def _check_name_split(name: str, split: str) -> None:
-    if name not in _NAMES:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {_NAMES}")
-    if split not in _SPLITS:
-        raise ValueError(
-            f"unknown split {split!r} for {name!r}; choose one of {_SPLITS}"
-        )
-
-
-def _polarity_from_stars(stars: np.ndarray) -> np.ndarray:
-    return (np.asarray(stars) >= 4).astype(np.int64)
-
-
-def _from_mirror(name: str, split: str, folder: Path):
-    import datasets
-
-    path = folder / name / f"{split}.parquet"
-    if not path.is_file():
-        raise DatasetUnavailableError(
-            f"{DATA_DIR_ENV}={folder} has no file {path.relative_to(folder)}. "
-            + _how_to_get(name)
-        )
-    try:
-        ds = datasets.Dataset.from_parquet(str(path), keep_in_memory=True)
-    except Exception as err:  # pyarrow raises several types for a damaged file
-        raise DatasetUnavailableError(
-            f"could not read {path} as parquet ({type(err).__name__}: {err}); the "
-            "file is "
-            f"damaged or not parquet. Replace it with a fresh copy. "
-            + _how_to_get(name)
-        ) from err
-    missing = {"text", "label"} - set(ds.column_names)
-    if missing:
-        raise DatasetUnavailableError(f"{path} lacks the columns {sorted(missing)}")
-    if name == "yelp":
-        ds = ds.filter(
-            lambda stars: stars != 3, input_columns="stars", keep_in_memory=True
-        )
-        ds = ds.remove_columns(
-            [c for c in ds.column_names if c not in ("text", "stars")]
-        )
-        ds = ds.add_column("label", _polarity_from_stars(ds["stars"]).tolist())
-    else:
-        ds = ds.remove_columns(
-            [c for c in ds.column_names if c not in ("text", "label", "rating")]
-        )
-    return ds
-
-
-def _from_hub(name: str, split: str):
-    import datasets
-
-    try:
-        ds = datasets.load_dataset(_HUB_IDS[name], split=split)
-    except Exception as err:
-        raise DatasetUnavailableError(
-            f"could not load '{_HUB_IDS[name]}' from the Hugging Face hub "
-            f"({type(err).__name__}: {err}) and {DATA_DIR_ENV} is not set. "
-            + _how_to_get(name)
-        ) from err
-    if name == "yelp":  # hub labels are stars - 1 in 0..4
-        ds = ds.map(lambda b: {"stars": [x + 1 for x in b["label"]]}, batched=True)
-        ds = ds.filter(lambda stars: stars != 3, input_columns="stars")
-        ds = ds.remove_columns(["label"])
-        ds = ds.add_column("label", _polarity_from_stars(ds["stars"]).tolist())
-    return ds
-
-
-def load_reviews(name: str, split: str = "train"):
-    """Load ``imdb`` or ``yelp`` reviews as a ``datasets.Dataset`` (see the module
-    docstring).
-
-    Raises ``ValueError`` for an unknown name or split and
-    :class:`DatasetUnavailableError`,
-    with instructions, when the data can be found neither in the mirror nor on the hub.
-    """
-    _check_name_split(name, split)
-    import datasets
-
-    datasets.disable_progress_bars()  # keep notebook outputs stable
-    folder = os.environ.get(DATA_DIR_ENV)
-    if folder:
-        path = Path(folder).expanduser()
-        if not path.is_dir():
-            raise DatasetUnavailableError(
-                f"{DATA_DIR_ENV}={folder} is not a folder. " + _how_to_get(name)
-            )
-        return _from_mirror(name, split, path)
-    return _from_hub(name, split)
 
 
 # ------------------------------------------------------------------------- tokenization

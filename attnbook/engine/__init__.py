@@ -6,7 +6,10 @@
   ``count_kernels.c``, with torch twins);
 - :mod:`~attnbook.engine.segments` -- per-sequence sums and maxima of stored entries;
 - :mod:`~attnbook.engine.memory`   -- memory for the embeddings' gradient (huge pages,
-  reuse).
+  reuse);
+- :mod:`~attnbook.engine.gpu_passes` -- the passes without host synchronisation, each
+  softmax shifted by its row's maximum (the GPU form);
+- :mod:`~attnbook.engine.triton_passes` -- those passes as fused Triton kernels.
 
-Layer: the lowest. It imports only NumPy and torch.
+Layer: the lowest. It imports only NumPy and torch (and Triton where it is installed).
 """

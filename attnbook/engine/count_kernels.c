@@ -1,6 +1,6 @@
 /* The memory-bound passes of the count engine, for float and double.
  *
- * attnbook.engine.kernels compiles this file with the machine's C compiler on first use and calls it
+ * attnbook.engine.native compiles this file with the machine's C compiler on first use and calls it
  * through ctypes; each function has a torch twin there that gives the same numbers. Dense
  * matrices are row-major and contiguous; sparse matrices are CSR with 32-bit row pointers and
  * column indices. Rows are shared out between OpenMP threads, and every result is summed in
@@ -12,7 +12,10 @@
  *   csr_times:     Y = A X       A (n, m) CSR, X (m, J) -> Y (n, J)    one read of A
  *
  * The functions are written once, in count_kernels_typed.h, for an element type T, and included
- * here for float (suffix f32) and double (suffix f64).
+ * here for float (suffix f32) and double (suffix f64). Each returns 0, or nonzero (and does
+ * nothing) when its sizes are impossible: negative, a null pointer, or more columns than
+ * csr_times keeps in registers. kernels.py checks everything else before calling: shapes that
+ * agree with one another, and the structure and indices of the sparse matrix.
  */
 #include <stdint.h>
 #include <stdlib.h>

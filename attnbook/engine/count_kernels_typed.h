@@ -65,7 +65,8 @@ static inline void NAME(block_two_scores)(T *s, const T *e, const T *P, int64_t 
     }
 }
 
-void NAME(scores)(const T *E, int64_t V, int64_t d, const T *P, int64_t J, T *S, int threads) {
+int NAME(scores)(const T *E, int64_t V, int64_t d, const T *P, int64_t J, T *S, int threads) {
+    if (V < 0 || d < 0 || J < 0 || (V * d > 0 && (!E || !P || !S))) return 1;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t b = 0; b < V; b += BLOCK_ROWS) {
         const int64_t rows = V - b < BLOCK_ROWS ? V - b : BLOCK_ROWS;
@@ -77,6 +78,7 @@ void NAME(scores)(const T *E, int64_t V, int64_t d, const T *P, int64_t J, T *S,
         }
         for (int64_t r = 0; r < rows; ++r) NAME(row_scores)(S + (b + r) * J, e + r * d, P, d, J);
     }
+    return 0;
 }
 
 /* acc[j, :] += g[j] * e for j < J */
@@ -109,9 +111,11 @@ static inline void NAME(add_block_two_columns)(T *acc, const T *e, const T *g, i
 
 int NAME(weighted_rows)(const T *E, int64_t V, int64_t d, const T *G, int64_t J, T *Q,
                         int threads) {
+    if (V < 0 || d < 0 || J < 0 || !E || !G || !Q) return 1;
     if (threads < 1) threads = 1;
+    if (J * d == 0) return 0; /* nothing to write */
     T *shares = calloc((size_t)threads * J * d, sizeof(T)); /* one (J, d) sum per thread */
-    if (shares == NULL) return 1;
+    if (shares == NULL) return 2; /* no memory */
 #pragma omp parallel num_threads(threads)
     {
         T *acc = shares + (int64_t)THREAD_ID * J * d;
@@ -150,7 +154,8 @@ static inline __attribute__((always_inline)) void NAME(combine_rows)(
     }
 }
 
-void NAME(low_rank)(const T *G, const T *P, int64_t V, int64_t d, int64_t J, T *D, int threads) {
+int NAME(low_rank)(const T *G, const T *P, int64_t V, int64_t d, int64_t J, T *D, int threads) {
+    if (V < 0 || d < 0 || J < 0 || (V * d > 0 && (!G || !P || !D))) return 1;
 #pragma omp parallel num_threads(threads)
     {
         T piece[LANES]; /* a piece of a row of D, built in cache, then streamed out */
@@ -166,6 +171,7 @@ void NAME(low_rank)(const T *G, const T *P, int64_t V, int64_t d, int64_t J, T *
         }
         store_fence();
     }
+    return 0;
 }
 
 /* y[j] = sum over the entries k of one CSR row of values[k] * X[indices[k], j], j < J.
@@ -220,8 +226,12 @@ static inline int64_t NAME(share_start)(const int32_t *indptr, int64_t n, int t,
     return lo;
 }
 
-void NAME(csr_times)(const int32_t *indptr, const int32_t *indices, const T *values, int64_t n,
-                     const T *X, int64_t J, T *Y, int threads) {
+/* The row pointers and column indices are not checked here (kernels.py checks them): indptr
+ * must run from 0 to nnz without decreasing and every index must be a row of X. */
+int NAME(csr_times)(const int32_t *indptr, const int32_t *indices, const T *values, int64_t n,
+                    const T *X, int64_t J, T *Y, int threads) {
+    if (n < 0 || J < 0 || J > MAX_COLUMNS || !indptr || (n > 0 && !Y)) return 1;
+    if (indptr[n] > 0 && (!indices || !values || !X)) return 1;
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
     {
         /* one contiguous range of rows per thread, with equal numbers of entries: each thread
@@ -240,6 +250,7 @@ void NAME(csr_times)(const int32_t *indptr, const int32_t *indices, const T *val
 #undef ROW
         }
     }
+    return 0;
 }
 
 #undef WITH_J

@@ -60,6 +60,14 @@ def yelp_star_classes(stars: object) -> np.ndarray:
 def imdb_rating_bands(ratings: object) -> np.ndarray:
     """IMDB ratings in four bands: 1-2 -> 0, 3-4 -> 1, 7-8 -> 2, 9-10 -> 3 (5 and 6 do
     not occur)."""
+    if ratings is None:
+        raise ValueError(
+            "IMDB star ratings are missing: the hub's stanfordnlp/imdb has none. "
+            "Build the "
+            "local mirror from the original archive (python -m attnbook.data.mirror) "
+            "and "
+            "set ATTNBOOK_DATA_DIR to it."
+        )
     r = np.asarray(ratings)
     if r.ndim != 1 or r.dtype.kind not in "iu":
         raise ValueError("ratings must be a 1-D integer array")

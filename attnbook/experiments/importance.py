@@ -28,9 +28,16 @@ Binned statistics (:func:`bin_statistics`, :func:`within_bin_spread`)
     for each bin the number of tokens, the mean and the standard deviation of a
     per-token quantity.
 
-Rank correlations (:func:`spearman`, :func:`bootstrap_rank_correlation`)
+    :func:`observed_range` gives the bins of the paper (``[min I, max I]`` of the
+    tokens) instead of ``[-1, 1]``; :func:`mean_within_bin_std` averages the per-bin
+    standard deviations over tokens or over bins, the two readings of "average
+    within-bin standard deviation".
+
+Rank correlations (:func:`spearman`, :func:`bootstrap_rank_correlation`,
+:func:`partial_spearman`)
     Spearman's rank correlation, with a percentile bootstrap interval obtained by
-    resampling *tokens* with replacement.
+    resampling *tokens* with replacement; the partial rank correlation of two
+    quantities given a third (for example the log document frequency).
 
 The figures of binned scores are :func:`attnbook.book.plotting.plot_binned` and
 :func:`attnbook.book.plotting.plot_binned_scores`.
@@ -59,6 +66,9 @@ __all__ = [
     "spearman",
     "RankCorrelation",
     "bootstrap_rank_correlation",
+    "observed_range",
+    "mean_within_bin_std",
+    "partial_spearman",
 ]
 
 
@@ -297,3 +307,68 @@ def bootstrap_rank_correlation(
     return RankCorrelation(
         spearman(xs, ys), float(lo_q), float(hi_q), float(level), int(n_boot), int(n)
     )
+
+
+def observed_range(x: object) -> tuple[float, float]:
+    """``(min x, max x)`` of the finite entries of ``x``: the bin range of the paper,
+    which cuts the observed range of the importance rather than ``[-1, 1]``."""
+    xs = np.asarray(x, dtype=np.float64)
+    xs = xs[np.isfinite(xs)]
+    if xs.size == 0 or not xs.max() > xs.min():
+        raise ValueError("x needs at least two distinct finite values")
+    return float(xs.min()), float(xs.max())
+
+
+def mean_within_bin_std(
+    x: object,
+    values: object,
+    n_bins: int = 20,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    *,
+    weighting: str = "tokens",
+    min_count: int = 2,
+) -> float:
+    """The average of the per-bin standard deviations of ``values`` (bins of ``x`` as
+    in :func:`bin_statistics`) over the bins holding at least ``min_count`` tokens.
+
+    ``weighting="tokens"`` weights each bin by its number of tokens (the mean over
+    tokens of the spread of their bin); ``weighting="bins"`` gives every bin the same
+    weight (the plain mean of the curve's error bars). The two differ when the sparse
+    outer bins have another spread than the crowded middle ones.
+    """
+    if weighting not in ("tokens", "bins"):
+        raise ValueError(f"weighting must be 'tokens' or 'bins', got {weighting!r}")
+    if min_count < 1:
+        raise ValueError(f"min_count must be at least 1, got {min_count}")
+    stats = bin_statistics(x, values, n_bins, lo, hi)
+    stats = stats[stats["count"] >= min_count]
+    if stats.empty:
+        raise ValueError(f"no bin holds {min_count} or more tokens")
+    w = stats["count"].to_numpy(float) if weighting == "tokens" else None
+    return float(np.average(stats["std"].to_numpy(), weights=w))
+
+
+def _residual_ranks(r: np.ndarray, rz: np.ndarray) -> np.ndarray:
+    design = np.column_stack([np.ones_like(rz), rz])
+    coef, *_ = np.linalg.lstsq(design, r, rcond=None)
+    return r - design @ coef
+
+
+def partial_spearman(x: object, y: object, z: object) -> float:
+    """Spearman's correlation of ``x`` and ``y`` given ``z``: the Pearson correlation of
+    the ranks of ``x`` and ``y`` after a linear regression of each on the ranks of
+    ``z`` is removed. Any increasing function of ``z`` (``log`` of a frequency, say)
+    gives the same value."""
+    xs, ys, zs = (finite_array(a, n) for a, n in ((x, "x"), (y, "y"), (z, "z")))
+    if not xs.shape == ys.shape == zs.shape or xs.size < 4:
+        raise ValueError("x, y and z must have the same length, at least 4")
+    rz = rankdata(zs)
+    ex = _residual_ranks(rankdata(xs), rz)
+    ey = _residual_ranks(rankdata(ys), rz)
+    denom = float(np.sqrt((ex**2).sum() * (ey**2).sum()))
+    if denom == 0:
+        raise ValueError(
+            "x or y is a function of z: the partial correlation is undefined"
+        )
+    return float((ex * ey).sum() / denom)

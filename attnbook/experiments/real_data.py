@@ -2,8 +2,8 @@
 
 :func:`run_review_experiment` draws one initialization and trains, under one protocol,
 full training of ``E``, ``p`` and ``v``; ``p`` and ``v`` on the random ``E``; and ``p``
-and ``v`` on ``E`` after one gradient step. :func:`top_tokens` and :func:`pick_examples`
-prepare the tables and examples the chapter shows.
+and ``v`` on ``E`` after one gradient step. :func:`starting_points` draws the
+initialization that every model of the chapter starts from.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ import torch
 from attnbook.data.corpus import ReviewCorpus
 from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.models.parameters import init_parameters
-from attnbook.models.training import History, binary_loss_closure, fit, plateau_stop
+from attnbook.models.training import (
+    OPTIMIZERS,
+    History,
+    binary_loss_closure,
+    fit,
+    plateau_stop,
+)
 from attnbook.theory.one_step import one_gradient_step
 
 __all__ = [
@@ -30,12 +36,8 @@ __all__ = [
     "ReviewExperimentConfig",
     "ReviewExperiment",
     "run_review_experiment",
-    "top_tokens",
-    "pick_examples",
-    "MODEL_NAMES",
-    "metrics_at",
-    "summary_rows",
-    "summary_glue_values",
+    "StartingPoints",
+    "starting_points",
 ]
 
 
@@ -166,6 +168,39 @@ class ReviewExperimentConfig:
     steps_one_step_head: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("dim", "eval_every", "window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("steps_full", "steps_head"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(
+                    f"{name} must be a non-negative integer, got {value!r}"
+                )
+        for name, positive in (
+            ("init_scale", True),
+            ("eta", False),
+            ("lr_full", True),
+            ("lr_head", True),
+        ):
+            value = getattr(self, name)
+            ok = isinstance(value, (int, float)) and np.isfinite(value)
+            if not ok or value < 0 or (positive and value == 0):
+                need = "positive" if positive else "non-negative"
+                raise ValueError(
+                    f"{name} must be a finite {need} number, got {value!r}"
+                )
+        if not 0 < self.rel_tol < 1:
+            raise ValueError(f"rel_tol must be in (0, 1), got {self.rel_tol}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}"
+            )
+        if self.dtype not in (torch.float32, torch.float64):
+            raise ValueError(
+                f"dtype must be torch.float32 or torch.float64, got {self.dtype}"
+            )
         if self.steps_one_step_head is not None and self.steps_one_step_head < 0:
             raise ValueError(
                 "steps_one_step_head must be non-negative, got "
@@ -209,6 +244,57 @@ def _detached(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: t.detach().clone() for k, t in params.items()}
 
 
+@dataclass(frozen=True)
+class StartingPoints:
+    """The parameters every model of the chapter starts from, drawn once.
+
+    ``init``: ``E^0`` (rows of norm about ``init_scale``), ``p^0``, ``v^0`` (norm about
+    one); ``random_E``: the same with ``E^0 / init_scale`` (rows of norm about one);
+    ``one_step``: ``E^1``, one exact gradient step of size ``eta`` on ``E`` from
+    ``init``, with ``p^0``, ``v^0``.
+    """
+
+    init: dict[str, torch.Tensor]
+    random_E: dict[str, torch.Tensor]
+    one_step: dict[str, torch.Tensor]
+
+    def __getitem__(self, key: str) -> dict[str, torch.Tensor]:
+        if key not in ("init", "random_E", "one_step"):
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+def starting_points(
+    corpus: ReviewCorpus,
+    config: ReviewExperimentConfig,
+    *,
+    generator: torch.Generator,
+    device: torch.device | str | None = None,
+) -> StartingPoints:
+    """Draw the initialization of :class:`StartingPoints` from ``generator``
+    (:func:`attnbook.models.parameters.init_parameters` at unit scale, ``E`` then
+    multiplied by ``config.init_scale``) and take the one step of size ``config.eta``
+    (:func:`attnbook.theory.one_step.one_gradient_step` on ``corpus.train``)."""
+    init = init_parameters(
+        corpus.vocab_size,
+        config.dim,
+        scale=1.0,
+        generator=generator,
+        dtype=config.dtype,
+        device=device,
+    )
+    init = _detached(init)
+    unit_E = init["E"]
+    init["E"] = unit_E * config.init_scale
+    y_train = corpus.labels("train", dtype=config.dtype, device=unit_E.device)
+    E1 = one_gradient_step(init, corpus.train.to(unit_E.device), y_train, config.eta)
+    return StartingPoints(
+        init=_detached(init),
+        random_E=_detached({**init, "E": unit_E}),
+        one_step=_detached({**init, "E": E1}),
+    )
+
+
 def run_review_experiment(
     corpus: ReviewCorpus,
     config: ReviewExperimentConfig,
@@ -225,30 +311,18 @@ def run_review_experiment(
     logistic loss on ``corpus.train``); all training goes through
     :func:`train_on_reviews`.
     """
-    init = init_parameters(
-        corpus.vocab_size,
-        config.dim,
-        scale=1.0,
-        generator=generator,
-        dtype=config.dtype,
-        device=device,
-    )
-    init = _detached(init)
-    unit_E = init["E"]
-    init["E"] = unit_E * config.init_scale
-    y_train = corpus.labels("train", dtype=config.dtype, device=unit_E.device)
-    E1 = one_gradient_step(init, corpus.train.to(unit_E.device), y_train, config.eta)
-
+    points = starting_points(corpus, config, generator=generator, device=device)
+    init, E1 = points.init, points.one_step["E"]
     starts = {
         "full": (init, ("E", "p", "v"), config.lr_full, config.steps_full),
         "random_E": (
-            {**init, "E": unit_E},
+            points.random_E,
             ("p", "v"),
             config.lr_head,
             config.steps_head,
         ),
         "one_step_head": (
-            {**init, "E": E1},
+            points.one_step,
             ("p", "v"),
             config.lr_head,
             config.steps_head
@@ -284,154 +358,3 @@ def run_review_experiment(
         best_params={k: h.best_params for k, h in best.items()},
         best_steps={k: h.best_step for k, h in best.items()},
     )
-
-
-# ------------------------------------------------------------------ tables and examples
-def top_tokens(
-    corpus: ReviewCorpus,
-    values: np.ndarray,
-    k: int = 10,
-    *,
-    largest: bool = True,
-    extra: Mapping[str, np.ndarray] | None = None,
-    min_documents: int = 1,
-) -> pd.DataFrame:
-    """The ``k`` tokens with the largest (or smallest) ``values`` among those in at
-    least ``min_documents`` training documents, with their training document frequency
-    and any ``extra`` per-token columns (for example the importance)."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape != (corpus.vocab_size,):
-        raise ValueError(
-            f"values must have shape ({corpus.vocab_size},), got {values.shape}"
-        )
-    if not 1 <= k <= corpus.vocab_size:
-        raise ValueError(f"k must be in [1, {corpus.vocab_size}], got {k}")
-    eligible = corpus.vocabulary.document_frequency >= min_documents
-    if eligible.sum() < k:
-        raise ValueError(
-            f"fewer than {k} tokens occur in {min_documents} or more documents"
-        )
-    order = np.argsort(-values if largest else values, kind="stable")
-    order = order[eligible[order]][:k]
-    table = {
-        "token": [corpus.vocabulary.tokens[i] for i in order],
-        "value": values[order],
-        "documents": corpus.vocabulary.document_frequency[order],
-    }
-    for name, col in (extra or {}).items():
-        table[name] = np.asarray(col)[order]
-    return pd.DataFrame(table)
-
-
-def pick_examples(
-    outputs: np.ndarray, labels: np.ndarray, lengths: np.ndarray, max_length: int = 80
-) -> dict[str, int]:
-    """Rows of three instructive short documents (at most ``max_length`` tokens): the
-    most confidently correct positive, the most confidently correct negative, and the
-    most confidently misclassified one. ``outputs`` are the model outputs ``f``,
-    ``labels`` +-1."""
-    f = np.asarray(outputs, dtype=np.float64)
-    y = np.asarray(labels)
-    short = np.asarray(lengths) <= max_length
-    margin = y * f
-    picks = {}
-    for name, mask, score in (
-        ("positive", short & (y == 1) & (margin > 0), margin),
-        ("negative", short & (y == -1) & (margin > 0), margin),
-        ("misclassified", short & (margin < 0), -margin),
-    ):
-        if not mask.any():
-            raise ValueError(
-                f"no short document qualifies as {name!r}; raise max_length"
-            )
-        rows = np.flatnonzero(mask)
-        picks[name] = int(rows[np.argmax(score[rows])])
-    return picks
-
-
-#: The four models of :class:`ReviewExperiment`, by key, as the chapter names them.
-MODEL_NAMES = {
-    "full": "trained E, p, v",
-    "random_E": "random fixed E",
-    "one_step": "one step on E",
-    "one_step_head": "one step, then frozen E",
-}
-_FINAL_METRICS = (
-    "train_loss",
-    "train_accuracy",
-    "test_loss",
-    "test_accuracy",
-    "test_balanced_accuracy",
-)
-
-
-def metrics_at(history: History, step: int) -> dict[str, float]:
-    """The metrics ``history`` recorded at evaluation step ``step``."""
-    if step not in history.eval_steps:
-        raise ValueError(f"step {step} is not an evaluation step of this history")
-    j = history.eval_steps.index(step)
-    return {m: v[j] for m, v in history.metrics.items()}
-
-
-def summary_rows(
-    experiment: ReviewExperiment, corpus: ReviewCorpus, data_name: str
-) -> list[dict[str, object]]:
-    """One row per model of ``experiment``: its metrics at the best validation step, the
-    last step, and the final metrics of the trained models; the one-step model (not
-    trained) is evaluated on every split after its single step."""
-    rows: list[dict[str, object]] = []
-    for key in ("full", "random_E", "one_step_head"):
-        h = experiment.histories[key]
-        best_step, last_step = experiment.best_steps[key], h.eval_steps[-1]
-        final = metrics_at(h, last_step)
-        rows.append(
-            {
-                "data": data_name,
-                "model": MODEL_NAMES[key],
-                "best step": best_step,
-                "last step": last_step,
-                **metrics_at(h, best_step),
-                **{f"final_{m}": final[m] for m in _FINAL_METRICS},
-            }
-        )
-    one = experiment.params["one_step"]
-    row: dict[str, object] = {
-        "data": data_name,
-        "model": MODEL_NAMES["one_step"],
-        "best step": 1,
-        "last step": 1,
-    }
-    splits = {
-        "train": corpus.train,
-        "validation": corpus.validation,
-        "test": corpus.test,
-    }
-    for split, prefix in (("train", "train"), ("validation", "val"), ("test", "test")):
-        ev = evaluate_binary(
-            one,
-            splits[split].to(one["E"].device),
-            corpus.labels(split, dtype=one["E"].dtype, device=one["E"].device),
-        )
-        row.update(
-            {
-                f"{prefix}_loss": ev["loss"],
-                f"{prefix}_accuracy": ev["accuracy"],
-                f"{prefix}_balanced_accuracy": ev["balanced_accuracy"],
-            }
-        )
-    rows.append(row)
-    return rows
-
-
-def summary_glue_values(table: pd.DataFrame) -> dict[str, int | float]:
-    """Every non-missing entry of a table of :func:`summary_rows` (indexed by data and
-    model) as ``{"<data>_<model key>_<column>": value}``: steps as integers, the rest as
-    floats."""
-    keys = {name: key for key, name in MODEL_NAMES.items()}
-    out: dict[str, int | float] = {}
-    for (data, model), row in table.iterrows():
-        for col, value in row.items():
-            if pd.notna(value):
-                value = int(value) if col.endswith("step") else float(value)
-                out[f"{data.lower()}_{keys[model]}_{col.replace(' ', '_')}"] = value
-    return out

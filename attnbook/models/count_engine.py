@@ -28,7 +28,8 @@ The vocabulary shift's backward forms ``pi (B - f)`` as a difference of two prod
 the gradient's scale is at most about ``eps ||p|| max|B| / min_k ||W_k||``; when that
 ratio exceeds :data:`CANCELLATION_LIMIT` the backward uses the row-shift formula
 instead. The five passes over memory (the scores, the two count products, the write of
-``dE`` and ``E^T [G_a, G_B]``) are those of :mod:`attnbook.engine.kernels`.
+``dE`` and ``E^T [G_a, G_B]``) are those of :mod:`attnbook.engine.kernels`, called in
+their unchecked form: :func:`count_heads_output` has checked everything they rely on.
 
 :func:`count_heads_output` is the entry point. It checks shapes, dtypes, devices and the
 vocabulary of the counts before any compiled pass runs, and non-finite values from the
@@ -134,11 +135,13 @@ class _CountAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, E, p, W, counts):  # type: ignore[override]
         PW = torch.cat((p[None, :], W.t())).contiguous()  # (1 + K, d)
-        scores = kernels.scores(E, PW)  # (V, 1 + K): one pass over E
+        scores = kernels.scores_unchecked(E, PW)  # (V, 1 + K): one pass over E
         a, B = scores[:, 0], scores[:, 1:]
         u = torch.exp(a - a.max())
         A, _ = counts.sparse_matrices(E.dtype)
-        nd = kernels.csr_times(A, torch.cat((u[:, None], u[:, None] * B), dim=1))
+        nd = kernels.csr_times_unchecked(
+            A, torch.cat((u[:, None], u[:, None] * B), dim=1)
+        )
         den, num = nd[:, 0], nd[:, 1:]
         floor = counts.float_lengths(E.dtype) * torch.finfo(E.dtype).tiny ** 0.5
         # one synchronisation for three facts: the scores' sum is finite unless some
@@ -181,9 +184,9 @@ class _CountAttention(torch.autograd.Function):
             G = _vocabulary_shift_gradient(ctx, g)
         dE = dp = dW = None
         if ctx.needs_input_grad[0]:
-            dE = kernels.low_rank(G, PW, gradient_buffer(E))  # one write
+            dE = kernels.low_rank_unchecked(G, PW, gradient_buffer(E))  # one write
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            GtE = kernels.weighted_rows(E, G)  # (1 + K, d): one pass over E
+            GtE = kernels.weighted_rows_unchecked(E, G)  # (1 + K, d): one pass over E
             dp, dW = GtE[0], GtE[1:].t()
         return dE, dp, dW, None
 
@@ -196,7 +199,9 @@ def _vocabulary_shift_gradient(ctx, g: torch.Tensor) -> torch.Tensor:
     _, At = ctx.counts.sparse_matrices(u.dtype)
     R = g / den[:, None]
     rD = -(R * f).sum(dim=1)
-    z = kernels.csr_times(At, torch.cat((rD[:, None], R), dim=1))  # (V, 1 + K)
+    z = kernels.csr_times_unchecked(
+        At, torch.cat((rD[:, None], R), dim=1)
+    )  # (V, 1 + K)
     G = torch.empty_like(z)
     torch.mul(u[:, None], z[:, 1:], out=G[:, 1:])  # G_B
     if B.shape[1] == 1:

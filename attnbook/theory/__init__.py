@@ -8,7 +8,14 @@
 - :mod:`~attnbook.theory.max_margin`     -- the max-margin token-selection problem and
   its KKT check;
 - :mod:`~attnbook.theory.flow`           -- gradient flow on the ``<cls>`` vector with
-  frozen ``E``.
+  frozen ``E``;
+- :mod:`~attnbook.theory.flow_analysis`  -- what a flow path says (attention on a
+  selection, the limit's selection, value gap, statistics against ``p_mm``), the
+  theorem's one-step setting, and the score-space derivative along a pair of tokens;
+- :mod:`~attnbook.theory.flow_batch`     -- many independent flows as one tensor
+  program;
+- :mod:`~attnbook.theory.selection_map`  -- where the flow selects: the map over the
+  step's ratio, the dimension and ``p(0)``.
 
 Layer: above :mod:`attnbook.models`; imports the engine, data and models layers.
 """

@@ -10,7 +10,8 @@ integrates in *logarithmic time*: with ``tau = log(1 + t / t0)`` the flow reads
 explicit Euler steps of constant size ``dtau`` reach ``t = e^k`` in ``O(k / dtau)``
 steps. Each step is a plain gradient step with step size ``h = dtau (t0 + t)``,
 proportional to the elapsed time. A step that would increase the loss is rejected and
-``dtau`` halved (the step left the region where Euler tracks the flow).
+``dtau`` halved (the step left the region where Euler tracks the flow); a rise below the
+rounding of its own computation (:data:`ROUNDING_FLOOR`) does not count.
 
 Numerical stability at large ``||p||``: the softmax is shifted by the per-sequence
 maximum score (as in :mod:`attnbook.models.attention`), and the loss and its gradient
@@ -29,6 +30,7 @@ when ``L`` no longer changes in its 16th digit.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,22 +39,24 @@ import torch
 from attnbook.data.labels import as_signed_labels
 from attnbook.engine.counts import TokenCounts, as_token_counts
 from attnbook.engine.segments import segment_sum
-from attnbook.models.parameters import init_parameters
-from attnbook.theory.max_margin import selection_gaps, selection_sets
-from attnbook.theory.one_step import one_gradient_step
+from attnbook.theory.max_margin import selection_sets
+
+#: A step is rejected when the loss rises by more than this many units of float64
+#: rounding (2^-53) of the terms ``pi_s |b_s - b_{r_i}|`` whose sums give the change of
+#: every output: below that, the sign of the change is rounding noise. Without it the
+#: integrator halves its step for ever at a stationary point whose gradient is pure
+#: rounding (a symmetric saddle).
+ROUNDING_FLOOR = 8 * 2.0**-53
 
 __all__ = [
     "FlowProblem",
     "FlowState",
     "FlowPath",
     "gradient_flow",
-    "selected_mass",
-    "unselected_mass",
-    "limit_selection",
+    "default_t0",
+    "finite_number",
+    "ROUNDING_FLOOR",
     "direction_cosines",
-    "one_step_problem",
-    "value_gap",
-    "path_summary",
 ]
 
 
@@ -68,6 +72,7 @@ class FlowState:
     gap: torch.Tensor  # (n,) f_i - b_{r_i}, to full relative precision
     ref: torch.Tensor  # (n,) id of the top-scoring token r_i
     attention: torch.Tensor  # (nnz,) attention mass of every stored entry
+    spread: torch.Tensor | None = None  # (n,) sum_s pi_s |b_s - b_{r_i}|
 
 
 class FlowProblem:
@@ -83,6 +88,10 @@ class FlowProblem:
             raise ValueError("E must be a (V, d) tensor")
         if not isinstance(v, torch.Tensor) or v.shape != (E.shape[1],):
             raise ValueError(f"v must be a ({E.shape[1]},) tensor")
+        if not bool(torch.isfinite(E).all()):
+            raise ValueError("E has non-finite entries (nan or inf)")
+        if not bool(torch.isfinite(v).all()):
+            raise ValueError("v has non-finite entries (nan or inf)")
         self.device = E.device
         self.E = E.detach().to(torch.float64)
         self.v = v.detach().to(device=self.device, dtype=torch.float64)
@@ -132,7 +141,8 @@ class FlowProblem:
         coef = dloss_df[self.rows] * pi * (db - gap[self.rows])
         g_tok = torch.zeros(self.E.shape[0], dtype=torch.float64, device=self.device)
         g_tok.index_add_(0, self.tok, coef)
-        return FlowState(p, loss, self.E.T @ g_tok, f, gap, ref, pi)
+        spread = segment_sum(pi * db.abs(), self.rows, self.n)
+        return FlowState(p, loss, self.E.T @ g_tok, f, gap, ref, pi, spread)
 
     def loss_change(self, old: FlowState, p_new: torch.Tensor) -> float:
         """``L(p_new) - L(old.p)``, with the top tokens of ``old`` as common
@@ -142,85 +152,40 @@ class FlowProblem:
         terms = torch.log1p(torch.sigmoid(-self.y * old.f) * torch.expm1(-self.y * df))
         return float(terms.mean())
 
+    def step_accepted(self, old: FlowState, p_new: torch.Tensor) -> bool:
+        """Whether the step from ``old.p`` to ``p_new`` does not raise the loss by more
+        than the rounding of the computation of its change (:data:`ROUNDING_FLOOR`)."""
+        pi, db, gap_new, _ = self._attention_and_gap(p_new, old.ref)
+        weight = torch.sigmoid(-self.y * old.f)
+        change = torch.log1p(weight * torch.expm1(-self.y * (gap_new - old.gap)))
+        spread_new = segment_sum(pi * db.abs(), self.rows, self.n)
+        floor = ROUNDING_FLOOR * weight * (old.spread + spread_new)
+        return float(change.mean()) <= float(floor.mean())
+
     def loss(self, p: torch.Tensor) -> float:
         return self.state(p).loss
 
+    def attention(self, p: torch.Tensor) -> torch.Tensor:
+        """Attention mass of every stored entry at ``p`` (stable at any ``||p||``)."""
+        p = p.detach().to(device=self.device, dtype=torch.float64)
+        return self._attention_and_gap(p)[0]
 
-def selected_mass(
-    E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object
-) -> np.ndarray:
-    """Per sequence, the total attention mass on the tokens of ``selected[i]``."""
-    counts = as_token_counts(sequences, E.shape[0]).to(E.device)
-    problem = FlowProblem(
-        E,
-        torch.zeros(E.shape[1], dtype=E.dtype, device=E.device),
-        counts,
-        np.ones(counts.n_sequences),
-    )
-    return _selected_mass(
-        problem,
-        problem._attention_and_gap(p.detach().to(torch.float64))[0],
-        _selection_mask(problem, selected),
-    )
+    def selection_mask(self, selected: object) -> torch.Tensor:
+        """``(nnz,)`` bool: whether each stored entry's token is in ``selected[i]`` of
+        its sequence (one token id or a collection per sequence)."""
+        sets = selection_sets(selected, self.n)
+        rows = self.rows.cpu().numpy()
+        toks = self.tok.cpu().numpy()
+        mask = np.fromiter(
+            (int(t) in sets[r] for r, t in zip(rows, toks)),
+            dtype=bool,
+            count=rows.size,
+        )
+        return torch.from_numpy(mask).to(self.device)
 
-
-def unselected_mass(
-    E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object
-) -> np.ndarray:
-    """Per sequence, the attention mass on the tokens *not* in ``selected[i]``.
-
-    Summed from the small terms themselves, so it keeps full relative precision when it
-    is of order ``1e-30`` (``1 - selected_mass`` would round to zero).
-    """
-    counts = as_token_counts(sequences, E.shape[0]).to(E.device)
-    problem = FlowProblem(
-        E,
-        torch.zeros(E.shape[1], dtype=E.dtype, device=E.device),
-        counts,
-        np.ones(counts.n_sequences),
-    )
-    pi = problem._attention_and_gap(
-        p.detach().to(device=E.device, dtype=torch.float64)
-    )[0]
-    return _selected_mass(problem, pi, ~_selection_mask(problem, selected))
-
-
-def _selection_mask(problem: FlowProblem, selected: object) -> torch.Tensor:
-    sets = selection_sets(selected, problem.n)
-    rows = problem.rows.cpu().numpy()
-    toks = problem.tok.cpu().numpy()
-    mask = np.fromiter(
-        (int(t) in sets[r] for r, t in zip(rows, toks)), dtype=bool, count=rows.size
-    )
-    return torch.from_numpy(mask).to(problem.device)
-
-
-def _selected_mass(
-    problem: FlowProblem, pi: torch.Tensor, mask: torch.Tensor
-) -> np.ndarray:
-    return segment_sum(pi * mask, problem.rows, problem.n).cpu().numpy()
-
-
-def limit_selection(
-    E: torch.Tensor, p: torch.Tensor, sequences: object, threshold: float = 1e-6
-) -> list[np.ndarray]:
-    """Per sequence, the tokens whose attention mass at ``p`` is at least ``threshold``.
-
-    At the end of a long flow, tokens that the limit selects keep an attention of order
-    one while the others have ``exp(-margin)``, so any threshold between the two reads
-    off the selection.
-    """
-    counts = as_token_counts(sequences, E.shape[0]).to(E.device)
-    problem = FlowProblem(
-        E,
-        torch.zeros(E.shape[1], dtype=E.dtype, device=E.device),
-        counts,
-        np.ones(counts.n_sequences),
-    )
-    pi = problem._attention_and_gap(p.detach().to(torch.float64))[0].cpu().numpy()
-    indptr = counts.indptr.cpu().numpy()
-    toks = counts.token_ids.cpu().numpy()
-    return [toks[a:b][pi[a:b] >= threshold] for a, b in zip(indptr[:-1], indptr[1:])]
+    def per_sequence(self, entries: torch.Tensor) -> np.ndarray:
+        """Per sequence, the sum of a value given for every stored entry."""
+        return segment_sum(entries, self.rows, self.n).cpu().numpy()
 
 
 @dataclass
@@ -279,7 +244,16 @@ def direction_cosines(
     return np.divide(path @ q, norms, out=np.zeros(len(path)), where=norms > 0)
 
 
-def _default_t0(problem: FlowProblem, dtau: float) -> float:
+def finite_number(x: object) -> bool:
+    """Whether ``x`` is a real finite number (Python or NumPy scalar, not a bool)."""
+    return (
+        isinstance(x, numbers.Real)
+        and not isinstance(x, bool)
+        and bool(np.isfinite(float(x)))
+    )
+
+
+def default_t0(problem: FlowProblem, dtau: float) -> float:
     """``t0`` such that the first step ``dtau * t0`` is below ``1 / (smoothness
     bound)``.
 
@@ -322,13 +296,19 @@ def gradient_flow(
     flow's velocity with that direction). Deterministic; runs on ``E``'s device in
     float64.
     """
-    if not dtau > 0:
-        raise ValueError(f"dtau must be positive, got {dtau}")
+    if not (finite_number(dtau) and dtau > 0):
+        raise ValueError(f"dtau must be a positive finite number, got {dtau!r}")
+    if not finite_number(log_t_max):
+        raise ValueError(f"log_t_max must be a finite number, got {log_t_max!r}")
+    if not isinstance(p0, torch.Tensor):
+        raise ValueError(f"p0 must be a torch tensor, got {type(p0).__name__}")
+    if not bool(torch.isfinite(p0).all()):
+        raise ValueError("p0 has non-finite entries (nan or inf)")
     problem = FlowProblem(E, v, sequences, labels)
     if t0 is None:
-        t0 = _default_t0(problem, dtau)
-    if not t0 > 0:
-        raise ValueError(f"t0 must be positive, got {t0}")
+        t0 = default_t0(problem, dtau)
+    if not (np.isfinite(t0) and t0 > 0):
+        raise ValueError(f"t0 must be a positive finite number, got {t0}")
     t_end = float(np.exp(log_t_max))
     if t_end <= t0:
         raise ValueError(
@@ -337,7 +317,7 @@ def gradient_flow(
     p = p0.detach().to(device=problem.device, dtype=torch.float64).clone()
     if p.shape != (problem.dim,):
         raise ValueError(f"p0 must have shape ({problem.dim},), got {tuple(p0.shape)}")
-    mask = _selection_mask(problem, selected) if selected is not None else None
+    mask = problem.selection_mask(selected) if selected is not None else None
     q = None
     if direction is not None:
         q = direction.detach().to(device=problem.device, dtype=torch.float64)
@@ -350,7 +330,7 @@ def gradient_flow(
         ps.append(st.p.cpu().numpy().copy())
         losses.append(st.loss)
         if mask is not None:
-            masses.append(_selected_mass(problem, st.attention, mask))
+            masses.append(problem.per_sequence(st.attention * mask))
         if q is not None:
             g = st.grad
             gn = float(g.norm())
@@ -368,7 +348,7 @@ def gradient_flow(
             )
         h = min(dtau * (t0 + t), t_end - t) if t_end - t > 0 else 0.0
         p_new = st.p - h * st.grad
-        if problem.loss_change(st, p_new) > 0:
+        if not problem.step_accepted(st, p_new):
             dtau *= 0.5
             rejected += 1
             streak = 0
@@ -397,116 +377,3 @@ def gradient_flow(
         final_dtau=dtau,
         grad_along=np.array(along),
     )
-
-
-def one_step_problem(
-    data: object,
-    dim: int,
-    eta: float,
-    *,
-    seed: int,
-    embed_scale: float = 1.0,
-    device: torch.device | str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The setting of the implicit-bias theorem for one random seed: ``(E1, v, p0)``.
-
-    Draws ``E0`` with i.i.d. ``N(0, embed_scale^2 / dim)`` entries and ``p0``, ``v``
-    with ``N(0, 1 / dim)`` entries (:func:`attnbook.models.parameters.init_parameters`,
-    float64, generator seeded with ``seed``), and takes one full-batch gradient step of
-    size ``eta`` on ``E`` alone (:func:`attnbook.theory.one_step.one_gradient_step`) on
-    ``data`` (anything with ``.counts`` and ``.labels``). ``p0`` is the initial
-    ``<cls>`` vector, used both in the step and as the starting point of the flow.
-    """
-    counts = data.counts
-    gen = torch.Generator().manual_seed(int(seed))
-    params = init_parameters(
-        counts.vocab_size,
-        dim,
-        scale=embed_scale,
-        generator=gen,
-        dtype=torch.float64,
-        device=device,
-        names=("E",),
-    )
-    params.update(
-        init_parameters(
-            counts.vocab_size,
-            dim,
-            scale=1.0,
-            generator=gen,
-            dtype=torch.float64,
-            device=device,
-            names=("p", "v"),
-        )
-    )
-    E1 = one_gradient_step(params, counts, data.labels, eta)
-    return E1.detach(), params["v"].detach(), params["p"].detach()
-
-
-def value_gap(
-    E: torch.Tensor,
-    v: torch.Tensor,
-    sequences: object,
-    labels: object,
-    selected: object,
-) -> np.ndarray:
-    """Per sequence, ``min_{a in S_i} y_i b_a - max_{s not in S_i} y_i b_s`` with ``b =
-    E v``.
-
-    Positive in every sequence means the selected tokens are the loss-optimal ones:
-    putting attention anywhere else raises the sequence's loss. It is the hypothesis
-    under which the flow's selection is ``selected``.
-    """
-    counts = as_token_counts(sequences, E.shape[0])
-    y = as_signed_labels(labels, counts.n_sequences).numpy()
-    sets = selection_sets(selected, counts.n_sequences)
-    b = (E.detach() @ v.detach()).double().cpu().numpy()
-    return selection_gaps(b, counts, sets, signs=y)
-
-
-def path_summary(
-    path: FlowPath, p_mm: torch.Tensor | np.ndarray, late_from: float
-) -> dict[str, float]:
-    """Statistics of a flow path against the max-margin direction ``p_mm``.
-
-    ``late_from`` is the ``log t`` where the late phase starts; the late checkpoints are
-    those with ``log t >= late_from``. Returns
-
-    - ``cos_end``: ``cos(p(t_end), p_mm)``;
-    - ``max_rel_increase``: the largest relative increase of ``1 - cos`` between
-      consecutive late checkpoints (``<= 0`` when ``1 - cos`` decreases all through the
-      late phase);
-    - ``slope_ratio``: the least-squares slope of ``||p(t)||`` against ``log t`` over
-      the late phase, divided by ``||p_mm||`` (the argument predicts one);
-    - ``angle_exponent``: ``k`` in the late-phase fit ``1 - cos ~ C (log t)^{-k}``;
-    - ``min_mass``: the smallest attention mass on the selected tokens at the end
-      (``nan`` when the path recorded no selection);
-    - ``min_grad_along``: the smallest ``cos(-grad L, p_mm)`` recorded (``nan`` if
-      none).
-    """
-    q = (
-        p_mm.detach().cpu().double().numpy()
-        if isinstance(p_mm, torch.Tensor)
-        else np.asarray(p_mm, float)
-    )
-    cos = path.cosines(q)
-    with np.errstate(divide="ignore"):
-        log_t = np.log(path.t)
-    late = log_t >= late_from
-    if late.sum() < 3:
-        raise ValueError(f"fewer than 3 checkpoints with log t >= {late_from}")
-    gap = 1.0 - cos[late]
-    slope = np.polyfit(log_t[late], path.norms[late], 1)[0]
-    k = -np.polyfit(np.log(log_t[late]), np.log(np.maximum(gap, 1e-300)), 1)[0]
-    return {
-        "cos_end": float(cos[-1]),
-        "max_rel_increase": float((np.diff(gap) / gap[:-1]).max()),
-        "slope_ratio": float(slope / np.linalg.norm(q)),
-        "angle_exponent": float(k),
-        "min_mass": float(path.selected_mass[-1].min())
-        if path.selected_mass.size
-        else float("nan"),
-        "min_grad_along": float(path.grad_along.min())
-        if path.grad_along.size
-        else float("nan"),
-    }

@@ -10,15 +10,18 @@ Each constraint says that the ``<cls>`` score of a selected token beats the scor
 non-selected token of the same sequence by a margin of one. With one selected token per
 sequence this is the problem of the implicit-bias theorem. The problem is a convex
 quadratic program; it is solved here with cvxpy and the Clarabel interior-point solver
-(Diamond and Boyd, 2016). Its dual variables ``lambda >= 0`` satisfy the KKT conditions
+(Diamond and Boyd, 2016). The solver sees the constraints with unit rows and an answer
+of unit scale, so that neither the scale of ``E`` nor near-tied embeddings (short rows
+of ``D``) matter; its answer is then refined exactly on its active set, and a selection
+is called infeasible only with a Farkas certificate. Its dual variables ``lambda >= 0``
+satisfy the KKT conditions
 
 - primal feasibility: ``D p >= 1`` (``D`` stacks the differences ``E_a - E_s`` as rows);
 - dual feasibility: ``lambda >= 0``;
 - complementary slackness: ``lambda_k (D_k . p - 1) = 0``;
 - stationarity: ``p = D^T lambda = sum_k lambda_k (E_a - E_s)``;
 
-which :func:`kkt_residuals` measures.
-"""
+which :func:`kkt_residuals` measures."""
 
 from __future__ import annotations
 
@@ -47,8 +50,7 @@ def selection_sets(selected: object, n: int) -> list[frozenset[int]]:
     of ints.
 
     Raises ``ValueError`` when the length is not ``n`` or an entry is empty or not
-    integer.
-    """
+    integer."""
     if isinstance(selected, torch.Tensor):
         selected = selected.detach().cpu().numpy()
     if isinstance(selected, (str, bytes)) or not isinstance(selected, Iterable):
@@ -86,8 +88,7 @@ def selection_constraints(
 
     Returns ``(winners, losers, rows)``: int arrays with one entry per distinct pair
     ``(a, s)`` (a selected token ``a`` that must beat a non-selected token ``s`` of a
-    common sequence), and for each pair the first sequence it comes from.
-    """
+    common sequence), and for each pair the first sequence it comes from."""
     n = counts.n_sequences
     sets = selection_sets(selected, n)
     indptr = counts.indptr.cpu().numpy()
@@ -122,9 +123,7 @@ def selection_constraints(
 class MaxMarginSolution:
     """The solution of the max-margin problem and what is needed to check it.
 
-    Attributes
-    ----------
-    p:
+    Attributes ---------- p:
         ``(d,)`` float64 numpy array, the minimiser ``p_mm``.
     dual:
         ``(m,)`` the multipliers ``lambda`` of the ``m`` distinct constraints.
@@ -134,8 +133,7 @@ class MaxMarginSolution:
         for each constraint, the selected token, the non-selected token and a sequence
         where they meet.
     status:
-        the solver's status string.
-    """
+        the solver's status string."""
 
     p: np.ndarray
     dual: np.ndarray
@@ -169,7 +167,12 @@ def max_margin_solution(
     of them must beat every other token of the sequence). Raises ``ValueError`` when the
     selection cannot be separated by any ``p`` (the problem is infeasible) or when the
     input is malformed.
-    """
+
+    The answer does not depend on the scale of ``E``: the solver sees the constraints
+    with unit rows (:func:`_normalised`), the solution is refined on its active set
+    (:func:`_refine`) and mapped back, so ``E -> c E`` gives ``p -> p / c`` for any ``c
+    > 0``. A problem is called infeasible only with a certificate
+    (:func:`_infeasibility_certificate`)."""
     import cvxpy as cp
 
     E_np = (
@@ -179,9 +182,12 @@ def max_margin_solution(
     )
     if E_np.ndim != 2:
         raise ValueError(f"E must have shape (V, d), got {E_np.shape}")
+    if not np.isfinite(E_np).all():
+        raise ValueError("E must be finite: it holds NaN or infinite entries")
     counts = as_token_counts(sequences, E_np.shape[0])
     winners, losers, rows = selection_constraints(counts, selected)
-    D = E_np[winners] - E_np[losers]
+    with np.errstate(over="ignore"):  # checked below
+        D = E_np[winners] - E_np[losers]
     zero = np.flatnonzero(np.abs(D).max(axis=1) == 0)
     if zero.size:
         k = int(zero[0])
@@ -190,31 +196,39 @@ def max_margin_solution(
             "identical embeddings, "
             f"so {winners[k]} cannot beat {losers[k]} in sequence {rows[k]}"
         )
-    p = cp.Variable(E_np.shape[1])
-    constraint = D @ p >= 1
-    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(p)), [constraint])
+    if not np.isfinite(D).all():
+        raise ValueError("E is too large: differences of its rows overflow float64")
+    U, norms, c, unit = _normalised(D)
+    q = cp.Variable(E_np.shape[1])
+    constraint = U @ q >= c
+    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(q)), [constraint])
     try:
         problem.solve(solver=cp.CLARABEL)
     except (
         cp.error.SolverError
-    ) as err:  # pragma: no cover - solver failure, not infeasibility
+    ):  # a numerical failure: decided below, never called infeasible
+        pass
+    solved = (
+        problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and q.value is not None
+    )
+    if not solved:
+        if _infeasibility_certificate(U) is not None:
+            raise ValueError(
+                "infeasible selection: no p gives every selected token a higher score "
+                "than every non-selected token of its sequence (the selection is not "
+                "linearly separable)"
+            )
         raise ValueError(
-            f"the QP solver failed on the max-margin problem: {err}"
-        ) from err
-    if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        raise ValueError(
-            "infeasible selection: no p gives every selected token a higher score "
-            "than every "
-            "non-selected token of its sequence (the selection is not linearly "
-            "separable)"
+            f"the max-margin problem was not solved (solver status {problem.status}), "
+            "although "
+            "the selection is separable"
         )
-    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or p.value is None:
-        raise ValueError(
-            f"the max-margin problem was not solved (status {problem.status})"
-        )
-    p_val = np.asarray(p.value, dtype=float)
-    dual = np.maximum(np.asarray(constraint.dual_value, dtype=float).ravel(), 0.0)
-    p_val, dual = _polish(D, p_val, dual)
+    # back to the units of E: p = q / unit, and p = D^T lambda with lambda_k = mu_k /
+    # (unit r_k)
+    p_val = np.asarray(q.value, dtype=float) / unit
+    mu = np.maximum(np.asarray(constraint.dual_value, dtype=float).ravel(), 0.0)
+    dual = mu / (unit * norms)
+    p_val, dual = _refine(D, U, norms, p_val, dual)
     return MaxMarginSolution(
         p=p_val,
         dual=dual,
@@ -226,29 +240,111 @@ def max_margin_solution(
     )
 
 
-def _polish(
-    D: np.ndarray, p: np.ndarray, dual: np.ndarray
+def _normalised(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The constraints ``D p >= 1`` in scale-free form ``U q >= c``.
+
+    ``U = D / r`` has unit rows (``r`` the row norms), ``q = p * unit`` with ``unit =
+    min r``, and ``c = unit / r`` lies in ``(0, 1]``. Scaling ``E`` (hence ``D``) by any
+    factor leaves ``U`` and ``c`` unchanged, and rows of very different lengths
+    (near-tied embeddings give short ones) no longer make the solver's problem badly
+    scaled. Returns ``(U, r, c, unit)``."""
+    big = np.abs(D).max()
+    norms = (
+        np.linalg.norm(D / big, axis=1) * big
+    )  # without overflow or underflow of squares
+    U = D / norms[:, None]
+    unit = float(norms.min())
+    return U, norms, unit / norms, unit
+
+
+def _refine(
+    D: np.ndarray,
+    U: np.ndarray,
+    norms: np.ndarray,
+    p: np.ndarray,
+    dual: np.ndarray,
+    max_steps: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Refine an interior-point solution on its active set.
+    """Refine an interior-point solution by an active-set method.
 
     Interior-point solvers stop at a duality gap of about ``1e-8``; on degenerate
-    problems (an active constraint with a zero multiplier) that leaves ``p`` accurate to
-    only ``~1e-4``. With the active set ``A`` (margins within ``1e-5`` of one) known,
-    the KKT system reduces to ``D_A D_A^T lambda_A = 1``, ``p = D_A^T lambda_A``, solved
-    here by least squares. The refined pair is kept when it is primal and dual feasible
-    to ``1e-9``, otherwise the solver's answer is.
-    """
-    active = np.flatnonzero(D @ p <= 1 + 1e-5)
-    if active.size == 0:
-        return p, dual
-    DA = D[active]
-    lam_a, *_ = np.linalg.lstsq(DA @ DA.T, np.ones(active.size), rcond=None)
-    p_new = DA.T @ lam_a
-    if lam_a.min() >= -1e-9 and (D @ p_new).min() >= 1 - 1e-9:
+    problems (an active constraint with a zero multiplier) or on badly scaled ones
+    (near-tied embeddings) that leaves ``p`` accurate to only ``~1e-4``. Starting from
+    the constraints the solver left active (margins within ``1e-5`` of one), the KKT
+    system of an active set ``A`` is solved exactly: ``p`` is the least-norm solution of
+    ``D_A p = 1`` (solved with the unit rows, ``U_A p = 1 / r_A``, so that short rows do
+    not spoil it) and ``lambda_A`` the coefficients of ``p = D_A^T lambda_A``. A
+    constraint with a negative multiplier leaves ``A``; the most violated constraint
+    joins it. The refined pair is returned once it satisfies all four KKT conditions
+    (primal feasibility within ``1e-9`` relative to the size of the terms of
+    ``D_k . p``, multipliers ``>= -1e-9`` relative to the largest), else the solver's
+    answer."""
+
+    def margin_tolerance(q: np.ndarray) -> np.ndarray:
+        # D_k . q is a sum of d products: its rounding error is below d eps sum_j |D_kj
+        # q_j|, which 1e-9 * (1 + that sum) covers for any d up to 1e6
+        return 1e-9 * (1.0 + np.abs(D) @ np.abs(q))
+
+    active = set(np.flatnonzero(D @ p <= 1 + 1e-5).tolist())
+    for _ in range(max_steps):
+        if not active:
+            break
+        A = np.array(sorted(active))
+        p_new, *_ = np.linalg.lstsq(U[A], 1.0 / norms[A], rcond=None)
+        coef, *_ = np.linalg.lstsq(U[A].T, p_new, rcond=None)
+        lam = coef / norms[A]  # p = sum_k coef_k U_k = sum_k lam_k D_k
+        if lam.min() < -1e-9 * max(float(np.abs(lam).max()), 1e-300):
+            active.discard(int(A[int(np.argmin(lam))]))
+            continue
+        slack = D @ p_new - 1.0
+        worst = int(np.argmin(slack + margin_tolerance(p_new)))
+        if slack[worst] + margin_tolerance(p_new)[worst] < 0:
+            if worst in active:  # cannot be met with this active set
+                break
+            active.add(worst)
+            continue
+        if np.linalg.norm(p_new - D[A].T @ lam) > 1e-9 * max(
+            np.linalg.norm(p_new), 1e-300
+        ):
+            break
         new_dual = np.zeros_like(dual)
-        new_dual[active] = np.maximum(lam_a, 0.0)
+        new_dual[A] = np.maximum(lam, 0.0)
         return p_new, new_dual
     return p, dual
+
+
+def _infeasibility_certificate(U: np.ndarray) -> np.ndarray | None:
+    """Weights ``z >= 0`` summing to one with ``U^T z = 0``, or ``None`` when none is
+    found.
+
+    By Farkas' lemma ``D p >= 1`` has no solution exactly when the origin lies in the
+    convex hull of the rows of ``D``, or of its unit rows ``U`` (the same cone; a short
+    row counts as much as a long one). A vertex of ``{z >= 0, sum z = 1, U^T z = 0}`` is
+    found by linear programming (HiGHS), then solved for exactly on its support (at most
+    ``d + 1`` rows). It is accepted when ``|U^T z| <= 1e-10``: the rows have unit
+    length, so this is an angle, and a selection separable only with an angular margin
+    below ``1e-10`` rad cannot be told from an inseparable one once the embeddings are
+    rounded to float64."""
+    from scipy.optimize import linprog
+
+    m, d = U.shape
+    A_eq = np.vstack([U.T, np.ones((1, m))])
+    b_eq = np.zeros(d + 1)
+    b_eq[d] = 1.0
+    found = linprog(np.zeros(m), A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    if found.status != 0 or found.x is None:
+        return None
+    z = np.maximum(np.asarray(found.x, dtype=float), 0.0)
+    support = np.flatnonzero(z > 0)
+    exact = np.zeros(m)
+    exact[support] = np.linalg.lstsq(A_eq[:, support], b_eq, rcond=None)[0]
+    for weights in (exact, z):
+        weights = np.maximum(weights, 0.0)
+        if weights.sum() > 0:
+            weights = weights / weights.sum()
+            if np.linalg.norm(U.T @ weights) <= 1e-10:
+                return weights
+    return None
 
 
 def max_margin_direction(
@@ -259,8 +355,7 @@ def max_margin_direction(
 
     The result has ``E``'s dtype and device. ``selected[i]`` is the token id, or a
     collection of token ids, that sequence ``i`` must select. Raises ``ValueError`` when
-    no ``p`` separates the selection.
-    """
+    no ``p`` separates the selection."""
     sol = max_margin_solution(E, sequences, selected)
     if isinstance(E, torch.Tensor):
         return torch.as_tensor(sol.p, dtype=E.dtype, device=E.device)
@@ -273,8 +368,7 @@ def kkt_residuals(solution: MaxMarginSolution) -> dict[str, float]:
     ``primal`` = max(0, max_k (1 - D_k.p)); ``dual`` = max(0, -min lambda) (zero by
     construction after clipping; the raw solver values are clipped at tolerance level);
     ``complementary`` = max_k |lambda_k (D_k.p - 1)|; ``stationarity`` = ||p - D^T
-    lambda|| / ||p||.
-    """
+    lambda|| / ||p||."""
     margins = solution.margins
     scale = max(float(np.linalg.norm(solution.p)), 1e-300)
     return {

@@ -39,6 +39,7 @@ __all__ = [
     "predicted_pearson",
     "pearson",
     "loglog_slope",
+    "loglog_slope_se",
 ]
 
 
@@ -380,3 +381,16 @@ def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
     if np.unique(a).size < 2:
         raise ValueError("loglog_slope needs at least two distinct x values")
     return float(np.polyfit(np.log(a), np.log(b), 1)[0])
+
+
+def loglog_slope_se(x: Sequence[float], y: Sequence[float]) -> float:
+    """Standard error of :func:`loglog_slope` from the residuals of the fit (ordinary
+    least squares, ``n - 2`` degrees of freedom; needs at least three points)."""
+    slope = loglog_slope(x, y)
+    a = np.log(np.asarray(x, dtype=np.float64).ravel())
+    b = np.log(np.asarray(y, dtype=np.float64).ravel())
+    if a.size < 3:
+        raise ValueError("loglog_slope_se needs at least three points")
+    resid = b - (slope * a + (b.mean() - slope * a.mean()))
+    sxx = float(((a - a.mean()) ** 2).sum())
+    return float(np.sqrt((resid**2).sum() / (a.size - 2) / sxx))

@@ -1,0 +1,121 @@
+"""The GPU measurements of ``scripts/gpu_check.py``, as the tables the Performance page
+shows.
+
+The script writes ``gpu_measurements.json`` on a machine with a GPU; a copy kept in the
+book (``chapters/gpu_measurements.json``) is read by :func:`load_gpu_measurements`.
+:func:`engine_table` sets the benchmark on two CPU cores and on the GPU side by side
+(the GPU before, with the CPU engine's form, and after, the GPU form replayed from a
+CUDA graph), :func:`chapter_table` the time of every chapter, and
+:func:`comparison_summary` says how the records of the two runs compare.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = [
+    "MEASUREMENTS_FILE",
+    "load_gpu_measurements",
+    "engine_table",
+    "chapter_table",
+    "comparison_summary",
+    "outside_table",
+]
+
+MEASUREMENTS_FILE = "gpu_measurements.json"
+
+
+def load_gpu_measurements(
+    *folders: str | Path,
+) -> dict | None:
+    """The measurements in the first of ``folders`` (default: the current folder and
+    ``chapters/``) that holds :data:`MEASUREMENTS_FILE`; ``None`` when none does."""
+    for folder in folders or (".", "chapters"):
+        path = Path(folder) / MEASUREMENTS_FILE
+        if path.is_file():
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict) or "chapters" not in data:
+                raise ValueError(f"{path} is not a file written by gpu_check.py")
+            return data
+    return None
+
+
+def _bench_column(bench: dict, form: str) -> dict[str, float | None]:
+    """One column of :func:`engine_table` from a benchmark's numbers."""
+    t_grad, t_step = bench["t_grad"], bench["t_step"]
+    if form == "graph":
+        t_grad, t_step = bench["gpu"]["graph_s"], bench["gpu"]["graph_step_s"]
+    return {
+        "full-batch gradient (ms)": 1e3 * t_grad,
+        "training step with Adam (ms)": 1e3 * t_step,
+        "copy bandwidth (GB/s)": bench["bandwidth"] / 1e9,
+        "bandwidth bound of a gradient (ms)": 1e3 * bench["t_bound"],
+        "fraction of the bound": bench["t_bound"] / t_grad,
+        "speed-up over the padded implementation": bench["t_usual"] / t_grad,
+    }
+
+
+def engine_table(measurements: dict) -> pd.DataFrame:
+    """The benchmark (full IMDB training split, ``d = 2048``, float32) on two CPU cores
+    and on the GPU, before and after, one column each, the devices named."""
+    columns = {}
+    cpu, gpu = measurements.get("bench_cpu"), measurements.get("bench_gpu")
+    if cpu:
+        columns[f"CPU, 2 cores ({cpu['device_name']})"] = _bench_column(cpu, "eager")
+    if gpu:
+        name = gpu["device_name"]
+        columns[f"GPU, CPU engine's form ({name})"] = _bench_column(gpu, "eager")
+        if gpu.get("gpu"):
+            how = f"dense passes by {gpu['gpu'].get('dense', 'library')}"
+            columns[f"GPU, GPU form in a CUDA graph, {how} ({name})"] = _bench_column(
+                gpu, "graph"
+            )
+    return pd.DataFrame(columns)
+
+
+def chapter_table(measurements: dict) -> pd.DataFrame:
+    """Seconds each chapter took on two CPU cores with the GPU hidden, on the GPU, and
+    where its workload sends it (``synthetic``: the CPU, ``real``: the GPU)."""
+    rows = [
+        {
+            "chapter": r["chapter"],
+            "workload": r["workload"],
+            "2 CPU cores (s)": r["cpu_2_cores_s"],
+            "GPU (s)": r["gpu_s"],
+            "by workload (s)": r["policy_s"],
+            "ran through": "yes" if r["cpu_rc"] == 0 and r["gpu_rc"] == 0 else "no",
+        }
+        for r in measurements["chapters"]
+    ]
+    return pd.DataFrame(rows).set_index("chapter")
+
+
+def comparison_summary(measurements: dict) -> str:
+    """One sentence on the comparison of the CPU and GPU records, value by value."""
+    c = measurements.get("comparison")
+    if not c:
+        return "The records of the two runs were not compared."
+    text = (
+        f"{c['compared']:,} recorded values of {len(c['chapters'])} chapters compared "
+        f"(and {c['volatile']} timings, which differ by nature); the largest relative "
+        f"difference is {c['largest_relative']:.1e}"
+    )
+    if c.get("largest_at"):
+        text += f" ({c['largest_at']})"
+    n_out = len(c["outside"])
+    return text + (
+        "; every value lies within its tolerance."
+        if n_out == 0
+        else f"; {n_out} lie outside their tolerance (listed below)."
+    )
+
+
+def outside_table(measurements: dict) -> pd.DataFrame:
+    """The values outside their tolerance: CPU and GPU value, relative difference, the
+    tolerance and why it is what it is (empty when there are none)."""
+    c = measurements.get("comparison") or {}
+    columns = ["chapter", "name", "cpu", "gpu", "relative", "reason", "rtol", "atol"]
+    return pd.DataFrame(c.get("outside", []), columns=columns)

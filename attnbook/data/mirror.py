@@ -1,0 +1,127 @@
+"""Build the local mirror of the review data (``ATTNBOOK_DATA_DIR``) on any machine.
+
+The hub's IMDB (``stanfordnlp/imdb``) has no star ratings, which the K-class extension
+needs; they are in the file names of the original archive (``aclImdb_v1.tar.gz``, Maas
+et al., 2011: ``aclImdb/<split>/<neg|pos>/<id>_<rating>.txt``).
+:func:`write_imdb_mirror` turns that archive into the mirror's tables, row for row as
+the book's mirror was made: all negative reviews, then all positive ones, each sorted by
+id; columns ``text, label, rating, id``. :func:`write_yelp_mirror` writes the hub's Yelp
+sample of the corpus recipe (:mod:`attnbook.data.recipe`) as the mirror's Yelp tables
+(``text, label, stars``).
+
+Command line (the GitHub Pages workflow uses it)::
+
+    python -m attnbook.data.mirror --imdb-archive aclImdb_v1.tar.gz --yelp-from-hub DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tarfile
+from pathlib import Path
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from attnbook.data.sources import DATA_DIR_ENV, load_reviews
+
+__all__ = ["write_imdb_mirror", "write_yelp_mirror", "main"]
+
+_MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")
+
+
+def write_imdb_mirror(archive: str | Path, folder: str | Path) -> dict[str, int]:
+    """Write ``<folder>/imdb/{train,test}.parquet`` from the aclImdb ``.tar.gz``
+    archive; return the rows written per split. Raises ``ValueError`` when the archive
+    holds no review of a split or a rating outside 1-10."""
+    archive, out = Path(archive), Path(folder) / "imdb"
+    if not archive.is_file():
+        raise ValueError(f"archive {archive} does not exist")
+    rows: dict[str, list[tuple[int, int, int, str]]] = {"train": [], "test": []}
+    with tarfile.open(archive, "r:*") as tar:
+        for member in tar:
+            m = _MEMBER.search(member.name)
+            if not (m and member.isfile()):
+                continue
+            split, folder_name, ident, rating = m.groups()
+            if not 1 <= int(rating) <= 10:
+                raise ValueError(f"{member.name}: rating {rating} outside 1-10")
+            text = tar.extractfile(member).read().decode("utf-8")
+            label = int(folder_name == "pos")
+            rows[split].append((label, int(ident), int(rating), text))
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for split, found in rows.items():
+        if not found:
+            raise ValueError(f"{archive} holds no review of the {split} split")
+        found.sort(key=lambda r: (r[0], r[1]))
+        table = pa.table(
+            {
+                "text": [r[3] for r in found],
+                "label": pa.array([r[0] for r in found], pa.int64()),
+                "rating": pa.array([r[2] for r in found], pa.int64()),
+                "id": pa.array([r[1] for r in found], pa.int64()),
+            }
+        )
+        pq.write_table(table, out / f"{split}.parquet")
+        written[split] = table.num_rows
+    return written
+
+
+def write_yelp_mirror(folder: str | Path) -> dict[str, int]:
+    """Write ``<folder>/yelp/{train,test}.parquet`` from the hub's Yelp sample of the
+    corpus recipe (needs the hub, so ``ATTNBOOK_DATA_DIR`` must be unset); return the
+    rows written per split."""
+
+    if DATA_DIR_ENV in os.environ:
+        raise ValueError(f"unset {DATA_DIR_ENV}: the Yelp sample comes from the hub")
+    out = Path(folder) / "yelp"
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for split in ("train", "test"):
+        data = load_reviews("yelp", split)
+        table = pa.table(
+            {
+                "text": list(data["text"]),
+                "label": pa.array(list(data["label"]), pa.int64()),
+                "stars": pa.array(list(data["stars"]), pa.int64()),
+            }
+        )
+        pq.write_table(table, out / f"{split}.parquet")
+        written[split] = table.num_rows
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
+    """Command line: build the mirror in a folder (see the module docstring)."""
+    ap = argparse.ArgumentParser(
+        prog="python -m attnbook.data.mirror",
+        description="Build the review data mirror.",
+    )
+    ap.add_argument(
+        "folder", help="the mirror folder (then set ATTNBOOK_DATA_DIR to it)"
+    )
+    ap.add_argument("--imdb-archive", help="path of aclImdb_v1.tar.gz")
+    ap.add_argument(
+        "--yelp-from-hub", action="store_true", help="write the Yelp sample"
+    )
+    args = ap.parse_args(argv)
+    if not args.imdb_archive and not args.yelp_from_hub:
+        ap.error("nothing to do: give --imdb-archive and/or --yelp-from-hub")
+    done = {}
+    try:
+        if args.imdb_archive:
+            done["imdb"] = write_imdb_mirror(args.imdb_archive, args.folder)
+        if args.yelp_from_hub:
+            done["yelp"] = write_yelp_mirror(args.folder)
+    except ValueError as err:
+        ap.error(str(err))
+    print(f"mirror written to {args.folder}: {done}")
+    return done
+
+
+if __name__ == "__main__":
+    main()

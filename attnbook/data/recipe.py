@@ -1,0 +1,124 @@
+"""The corpus recipe: the same IMDB and Yelp corpora from the local mirror and the hub.
+
+The book's review corpora are defined by the local parquet mirror (see the README's
+*Data* section): IMDB is the whole Large Movie Review Dataset (Maas et al., 2011),
+25,000 training and 25,000 test reviews, 12,500 of each class in each split; Yelp is a
+pool of 20,000 real Yelp reviews split 16,001 / 3,999, of which the loader keeps the
+13,983 / 3,495 reviews with 1, 2, 4 or 5 stars (3-star reviews carry no polarity).
+
+Where no mirror is set (Colab), :func:`attnbook.data.reviews.load_reviews` reads the
+Hugging Face hub and this recipe turns the hub's data into corpora of the same kind:
+
+IMDB (``stanfordnlp/imdb``)
+    the same 50,000 reviews: the split is taken whole and must hold exactly
+    :data:`IMDB_CLASS_COUNTS` reviews of each class (anything else means the hub's data
+    changed, and loading stops). The hub has no star ``rating`` column; the row order
+    may differ from the mirror's.
+Yelp (``Yelp/yelp_review_full``)
+    650,000 training and 50,000 test reviews, balanced over 1-5 stars: far more, and
+    balanced differently, than the mirror. The recipe draws from each split exactly the
+    mirror's number of reviews *per star* (:data:`YELP_STAR_COUNTS`), so the corpus has
+    the mirror's size, star histogram and class balance (77.1 % positive). The draw
+    is seeded: for split ``s`` (0 = train, 1 = test) the generator is
+    ``numpy.random.default_rng([YELP_SAMPLE_SEED, s])``; for each star in ascending
+    order it permutes the rows with that star (in hub order) with ``rng.permutation``
+    and keeps the first ``count``; the kept rows stay in hub order. The hub's texts
+    write a line break as the two characters backslash and ``n`` (the CSV escape of
+    Zhang et al., 2015); the recipe turns each such escape back into a line break, as
+    in the mirror's texts, so that the tokenizer does not glue ``n`` to the next word.
+
+The reviews themselves differ between the two Yelp sources (the mirror pools two
+samples of the Yelp Open Dataset, the hub's comes from the 2015 Yelp Dataset
+Challenge), so numbers measured on Yelp agree between the paths in distribution, not
+digit for digit; the run record of every chapter names the path it took
+(:func:`attnbook.data.reviews.data_source`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+import numpy as np
+
+__all__ = [
+    "RECIPE",
+    "HUB_IDS",
+    "IMDB_CLASS_COUNTS",
+    "YELP_STAR_COUNTS",
+    "YELP_SAMPLE_SEED",
+    "YELP_STARS",
+    "sample_by_stars",
+    "unescape_hub_text",
+]
+
+#: Name and version of this recipe, recorded with every chapter run.
+RECIPE = "attnbook-reviews-1"
+
+#: The hub datasets read when no mirror is set.
+HUB_IDS = {"imdb": "stanfordnlp/imdb", "yelp": "Yelp/yelp_review_full"}
+
+#: Reviews per class (0 = negative, 1 = positive) in each IMDB split, on both paths.
+IMDB_CLASS_COUNTS: Mapping[str, Mapping[int, int]] = {
+    "train": {0: 12_500, 1: 12_500},
+    "test": {0: 12_500, 1: 12_500},
+}
+
+#: The stars a Yelp corpus keeps (3-star reviews have no polarity).
+YELP_STARS = (1, 2, 4, 5)
+
+#: Reviews per star in each Yelp split: the mirror's counts, drawn from the hub.
+YELP_STAR_COUNTS: Mapping[str, Mapping[int, int]] = {
+    "train": {1: 1_777, 2: 1_425, 4: 4_568, 5: 6_213},
+    "test": {1: 444, 2: 356, 4: 1_142, 5: 1_553},
+}
+
+#: Seed of the Yelp draw from the hub (the mirror's own split used the same number).
+YELP_SAMPLE_SEED = 20250601
+
+_SPLIT_STREAM = {"train": 0, "test": 1}
+_ESCAPED_NEWLINE = re.compile(r"\\+n")
+
+
+def sample_by_stars(
+    stars: object,
+    counts: Mapping[int, int],
+    split: str,
+    seed: int = YELP_SAMPLE_SEED,
+) -> np.ndarray:
+    """Row numbers of the recipe's seeded draw: ``counts[k]`` rows with ``k`` stars.
+
+    ``stars`` is the 1-D integer star column of the whole split, in hub order. Returns
+    the chosen row numbers in ascending order. Raises ``ValueError`` when ``split`` is
+    not ``"train"`` or ``"test"``, when a count is negative, or when the split holds
+    fewer rows with some star than the count asks for.
+    """
+    if split not in _SPLIT_STREAM:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    stars = np.asarray(stars)
+    if stars.ndim != 1 or not np.issubdtype(stars.dtype, np.integer):
+        raise ValueError(
+            f"stars must be a 1-D integer array, got {stars.dtype} {stars.shape}"
+        )
+    rng = np.random.default_rng([int(seed), _SPLIT_STREAM[split]])
+    chosen = []
+    for star in sorted(counts):
+        count = int(counts[star])
+        if count < 0:
+            raise ValueError(f"counts[{star}] must be >= 0, got {count}")
+        rows = np.flatnonzero(stars == star)
+        if rows.size < count:
+            raise ValueError(
+                f"the {split} split has {rows.size} reviews with {star} stars; the "
+                f"recipe {RECIPE} draws {count}"
+            )
+        chosen.append(rows[rng.permutation(rows.size)[:count]])
+    if not chosen:
+        return np.zeros(0, dtype=np.int64)
+    return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def unescape_hub_text(text: str) -> str:
+    """``text`` with each escaped line break (backslashes then ``n``) made a line
+    break."""
+    return _ESCAPED_NEWLINE.sub("\n", text)

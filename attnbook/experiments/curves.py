@@ -1,0 +1,323 @@
+"""Learning curves at equal budgets, with Adam or plain gradient descent.
+
+:class:`Dynamics` names an optimizer (``"adam"`` or ``"gd"``) and a step size for each
+parameter group (``E``, ``p``, ``v``): plain full-batch gradient descent with one step
+size per group is the dynamics of the theory (a gradient flow, discretised, in which a
+token's update keeps the frequency factor of its gradient); Adam normalises every
+coordinate of the update to about its step size.
+
+:func:`train_curve` trains one model and records, at the evaluation steps
+(:func:`log_steps`: evenly spaced on a log axis), the loss and the accuracy on every
+split of the corpus and the token scores ``(E_s . v, E_s . p)``.
+:func:`spread_curves` turns the scores of two models into within-bin spread ratios
+at every common step, in the three readings of the real-data chapter.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnbook.data.corpus import ReviewCorpus
+from attnbook.experiments.evaluation import evaluate_binary
+from attnbook.experiments.importance import mean_within_bin_std
+from attnbook.models.training import binary_loss_closure
+
+__all__ = [
+    "Dynamics",
+    "log_steps",
+    "Curve",
+    "train_curve",
+    "curve_frame",
+    "first_step_reaching",
+    "spread_curves",
+    "SPREAD_READINGS",
+    "ABLATIONS",
+    "ablation_curves",
+]
+
+_GROUPS = ("E", "p", "v")
+
+
+@dataclass(frozen=True)
+class Dynamics:
+    """An optimizer and its step size per parameter group.
+
+    ``optimizer`` is ``"adam"`` or ``"gd"`` (plain full-batch gradient descent);
+    ``lr`` maps each of ``E``, ``p``, ``v`` that may be trained to a positive step size
+    (a group missing from ``lr`` cannot be trained with these dynamics).
+    """
+
+    optimizer: str
+    lr: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adam", "gd"):
+            raise ValueError(
+                f"optimizer must be 'adam' or 'gd', got {self.optimizer!r}"
+            )
+        unknown = set(self.lr) - set(_GROUPS)
+        if unknown:
+            raise ValueError(f"lr names unknown parameter groups {sorted(unknown)}")
+        for name, value in self.lr.items():
+            if not (
+                isinstance(value, (int, float)) and np.isfinite(value) and value > 0
+            ):
+                raise ValueError(f"lr[{name!r}] must be a positive number, got {value}")
+
+    @classmethod
+    def adam(cls, lr: float) -> "Dynamics":
+        """Adam with one step size for every group."""
+        return cls("adam", {g: lr for g in _GROUPS})
+
+    def optimizer_for(
+        self, params: Mapping[str, torch.Tensor], trainable: tuple[str, ...]
+    ) -> torch.optim.Optimizer:
+        """The torch optimizer over ``params[trainable]``, one group per parameter."""
+        missing = [g for g in trainable if g not in self.lr]
+        if missing:
+            raise ValueError(f"no step size for the trained groups {missing}")
+        groups = [{"params": [params[g]], "lr": float(self.lr[g])} for g in trainable]
+        kind = torch.optim.SGD if self.optimizer == "gd" else torch.optim.Adam
+        try:  # the single-kernel update, several times faster on a (V, d) embedding
+            return kind(groups, lr=groups[0]["lr"], fused=True)
+        except (RuntimeError, ValueError):  # device or dtype without a fused kernel
+            return kind(groups, lr=groups[0]["lr"])
+
+
+def log_steps(budget: int, per_decade: int = 6) -> tuple[int, ...]:
+    """Step 0 and about ``per_decade`` steps per decade from 1 to ``budget`` (both
+    included), rounded to integers and without repeats: the evaluation steps of a
+    learning curve on a log-step axis."""
+    if budget < 1:
+        raise ValueError(f"budget must be at least 1, got {budget}")
+    if per_decade < 1:
+        raise ValueError(f"per_decade must be at least 1, got {per_decade}")
+    n = int(np.ceil(np.log10(budget) * per_decade)) + 1 if budget > 1 else 1
+    steps = np.unique(np.round(np.logspace(0, np.log10(budget), n)).astype(int))
+    return (0, *(int(s) for s in steps))
+
+
+@dataclass
+class Curve:
+    """What :func:`train_curve` recorded: the evaluation ``steps``, ``metrics[name]``
+    (one value per step; names ``<split>_loss``, ``<split>_accuracy`` and
+    ``<split>_balanced_accuracy``), ``scores[step] = (E.v, E.p)`` and the final
+    parameters."""
+
+    steps: list[int] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    scores: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    params: dict[str, torch.Tensor] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def at(self, step: int) -> dict[str, float]:
+        """The metrics recorded at ``step``."""
+        if step not in self.steps:
+            raise ValueError(f"step {step} is not an evaluation step of this curve")
+        j = self.steps.index(step)
+        return {k: v[j] for k, v in self.metrics.items()}
+
+
+def _scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    with torch.no_grad():
+        s = params["E"] @ torch.stack((params["v"], params["p"]), dim=1)
+    s = s.to("cpu", torch.float64).numpy()
+    return s[:, 0].copy(), s[:, 1].copy()
+
+
+def train_curve(
+    params: Mapping[str, torch.Tensor],
+    corpus: ReviewCorpus,
+    *,
+    trainable: tuple[str, ...],
+    dynamics: Dynamics,
+    eval_steps: tuple[int, ...],
+    splits: tuple[str, ...] = ("train", "test"),
+) -> Curve:
+    """Train ``params[trainable]`` (copies; ``params`` is left alone) on the full-batch
+    logistic loss of ``corpus.train`` for ``max(eval_steps)`` steps of ``dynamics``.
+
+    At every step of ``eval_steps`` (step 0 is the start) it records the loss, accuracy
+    and balanced accuracy on each split of ``splits`` (``train``, ``validation``,
+    ``test``) and the token scores.
+    """
+    if not trainable or set(trainable) - set(_GROUPS):
+        raise ValueError(f"trainable must name groups among {_GROUPS}, got {trainable}")
+    if not eval_steps or min(eval_steps) < 0:
+        raise ValueError("eval_steps must be non-empty and non-negative")
+    P = {k: t.detach().clone() for k, t in params.items()}
+    for name, t in P.items():
+        t.requires_grad_(name in trainable)
+    device, dtype = P["E"].device, P["E"].dtype
+    data = {
+        s: (
+            getattr(corpus, s).to(device),
+            corpus.labels(s, dtype=dtype, device=device),
+        )
+        for s in splits
+    }
+    if "train" in data:
+        train = data["train"]
+    else:
+        train = (
+            corpus.train.to(device),
+            corpus.labels("train", dtype=dtype, device=device),
+        )
+    loss_fn = binary_loss_closure(P, *train)
+    opt = dynamics.optimizer_for(P, tuple(trainable))
+    wanted, curve = set(eval_steps), Curve()
+
+    def record(step: int) -> None:
+        curve.steps.append(step)
+        with torch.no_grad():
+            for split, (counts, y) in data.items():
+                ev = evaluate_binary(P, counts, y)
+                for m in ("loss", "accuracy", "balanced_accuracy"):
+                    curve.metrics.setdefault(f"{split}_{m}", []).append(float(ev[m]))
+        curve.scores[step] = _scores(P)
+
+    t0 = time.perf_counter()
+    if 0 in wanted:
+        record(0)
+    for step in range(1, max(eval_steps) + 1):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss.item()} at step {step}")
+        loss.backward()
+        opt.step()
+        if step in wanted:
+            record(step)
+    curve.seconds = time.perf_counter() - t0
+    curve.params = {k: t.detach().clone() for k, t in P.items()}
+    return curve
+
+
+def curve_frame(curves: Mapping[object, Curve], keys: tuple[str, ...]) -> pd.DataFrame:
+    """Long table of several curves: one row per curve, step and metric, with the
+    curve's key split into the columns named by ``keys`` (keys are tuples of that
+    length, or plain values when ``keys`` has one name)."""
+    rows = []
+    for key, curve in curves.items():
+        parts = key if isinstance(key, tuple) else (key,)
+        if len(parts) != len(keys):
+            raise ValueError(f"key {key!r} does not match the columns {keys}")
+        for metric, values in curve.metrics.items():
+            split, _, name = metric.partition("_")
+            for step, value in zip(curve.steps, values):
+                rows.append(
+                    {
+                        **dict(zip(keys, parts)),
+                        "step": step,
+                        "split": split,
+                        "metric": name,
+                        "value": value,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def first_step_reaching(
+    curve: Curve, metric: str, target: float, *, below: bool
+) -> int | None:
+    """The first evaluation step at which ``metric`` is at most (``below=True``) or at
+    least ``target``, or ``None`` when the curve never gets there."""
+    if metric not in curve.metrics:
+        raise ValueError(f"the curve has no metric {metric!r}")
+    for step, value in zip(curve.steps, curve.metrics[metric]):
+        if (value <= target) if below else (value >= target):
+            return step
+    return None
+
+
+#: The readings of "the average within-bin standard deviation" of a score.
+SPREAD_READINGS = {
+    "tokens": "mean over tokens",
+    "bins": "mean over bins",
+    "scale-free": "mean over tokens / std of the score",
+}
+
+
+def _spread(
+    x: np.ndarray, values: np.ndarray, reading: str, lo: float, hi: float, n_bins: int
+) -> float:
+    weighting = "bins" if reading == "bins" else "tokens"
+    s = mean_within_bin_std(x, values, n_bins, lo, hi, weighting=weighting)
+    return s / float(values.std()) if reading == "scale-free" else s
+
+
+def spread_curves(
+    importance: object,
+    numerator: Curve,
+    denominator: Curve,
+    *,
+    lo: float,
+    hi: float,
+    n_bins: int = 20,
+) -> pd.DataFrame:
+    """The within-bin spread of each score under ``numerator`` divided by that under
+    ``denominator``, at every evaluation step (>= 1) the two curves share, in every
+    reading of :data:`SPREAD_READINGS` (``n_bins`` bins of ``[lo, hi]``; bins with at
+    least two tokens). Columns ``step``, ``score`` (``E.v`` / ``E.p``), ``reading``,
+    ``ratio``."""
+    x = np.asarray(importance, dtype=np.float64)
+    keep = np.isfinite(x)
+    rows = []
+    for step in sorted(set(numerator.scores) & set(denominator.scores) - {0}):
+        for j, score in enumerate(("E.v", "E.p")):
+            a = numerator.scores[step][j][keep]
+            b = denominator.scores[step][j][keep]
+            for reading in SPREAD_READINGS:
+                ratio = _spread(x[keep], a, reading, lo, hi, n_bins) / _spread(
+                    x[keep], b, reading, lo, hi, n_bins
+                )
+                rows.append(
+                    {"step": step, "score": score, "reading": reading, "ratio": ratio}
+                )
+    return pd.DataFrame(rows)
+
+
+#: The three models of the ablations at equal budgets: key -> (name, starting point
+#: of :class:`attnbook.experiments.real_data.StartingPoints`, trained groups).
+ABLATIONS = {
+    "full": ("trained E", "init", ("E", "p", "v")),
+    "random_E": ("random fixed E", "random_E", ("p", "v")),
+    "one_step_head": ("one step, then frozen E", "one_step", ("p", "v")),
+}
+
+
+def ablation_curves(
+    corpus: ReviewCorpus,
+    points: Mapping[str, Mapping[str, torch.Tensor]] | object,
+    dynamics: Mapping[str, Dynamics],
+    eval_steps: tuple[int, ...],
+    *,
+    models: tuple[str, ...] = tuple(ABLATIONS),
+) -> dict[tuple[str, str], Curve]:
+    """The learning curve of every model of :data:`ABLATIONS` (``models``) under every
+    entry of ``dynamics`` (label -> :class:`Dynamics`), all with the same evaluation
+    steps and so the same budget; ``points[start]`` gives each model's starting
+    parameters. Keys are ``(model, dynamics label)``."""
+    unknown = set(models) - set(ABLATIONS)
+    if unknown:
+        raise ValueError(
+            f"unknown models {sorted(unknown)}; choose among {list(ABLATIONS)}"
+        )
+    out = {}
+    for label, dyn in dynamics.items():
+        for key in models:
+            _, start, trainable = ABLATIONS[key]
+            out[(key, label)] = train_curve(
+                points[start],
+                corpus,
+                trainable=trainable,
+                dynamics=dyn,
+                eval_steps=eval_steps,
+            )
+    return out

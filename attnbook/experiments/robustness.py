@@ -1,0 +1,158 @@
+"""How robust the real-data picture is: balanced data, shuffled labels, frequency.
+
+- :func:`reviews_for_vocabulary` -- a review data set encoded with the ``min_df``
+  whose vocabulary size is closest to a target; :func:`balanced_reviews` -- the same
+  on a class-balanced sample (the majority class subsampled in each split);
+- :func:`with_shuffled_labels` -- the same corpus with its training labels permuted: a
+  model trained on it sees the same documents, token frequencies and class sizes but no
+  link between tokens and labels (the shuffled-label null);
+- :func:`picture_correlations` -- the rank correlations that measure the picture (the
+  monotone value score, the U-shaped attention score, each side of the U), also as
+  partial correlations given the log document frequency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from attnbook.data.corpus import (
+    ReviewCorpus,
+    build_review_corpus,
+    min_df_for_vocabulary_size,
+)
+from attnbook.data.reviews import load_reviews
+from attnbook.experiments.importance import partial_spearman, spearman
+
+__all__ = [
+    "balanced_indices",
+    "balanced_reviews",
+    "reviews_for_vocabulary",
+    "with_shuffled_labels",
+    "PICTURE_STATISTICS",
+    "picture_correlations",
+]
+
+
+def _check_rng(rng: object) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            "rng must be a numpy.random.Generator "
+            "(see attnbook.runtime.seed_everything)"
+        )
+
+
+def balanced_indices(labels: object, rng: np.random.Generator) -> np.ndarray:
+    """Sorted row numbers of a class-balanced sample of ``labels`` (two classes): every
+    row of the smaller class and as many rows of the larger one, drawn without
+    replacement from ``rng``."""
+    _check_rng(rng)
+    y = np.asarray(labels)
+    classes, sizes = np.unique(y, return_counts=True)
+    if classes.size != 2:
+        raise ValueError(
+            f"labels must hold exactly two classes, got {classes.tolist()}"
+        )
+    k = int(sizes.min())
+    rows = [rng.choice(np.flatnonzero(y == c), size=k, replace=False) for c in classes]
+    return np.sort(np.concatenate(rows))
+
+
+def reviews_for_vocabulary(
+    name: str, target_vocab: int, rng: np.random.Generator | None = None
+) -> tuple[ReviewCorpus, int]:
+    """The review data set ``name`` encoded over the vocabulary of the tokens in at
+    least ``min_df`` training documents, ``min_df`` chosen by
+    :func:`attnbook.data.corpus.min_df_for_vocabulary_size` for ``target_vocab``.
+    With ``rng`` it is a class-balanced sample of both splits
+    (:func:`balanced_indices`); without, all of it. Returns the corpus and
+    ``min_df``. The columns are read once, as whole arrays."""
+    if target_vocab < 1:
+        raise ValueError(f"target_vocab must be positive, got {target_vocab}")
+    star = {"imdb": "rating", "yelp": "stars"}.get(name)
+    parts = {}
+    for split in ("train", "test"):
+        frame = load_reviews(name, split).to_pandas()
+        if rng is not None:
+            frame = frame.iloc[balanced_indices(frame["label"].to_numpy(), rng)]
+        parts[split] = frame
+    train, test = parts["train"], parts["test"]
+    texts = train["text"].tolist()
+    min_df, _ = min_df_for_vocabulary_size(texts, target_vocab)
+
+    def stars(frame):
+        return frame[star].to_numpy() if star in frame.columns else None
+
+    corpus = build_review_corpus(
+        texts,
+        train["label"].to_numpy(),
+        test["text"].tolist(),
+        test["label"].to_numpy(),
+        min_df=min_df,
+        name=name if rng is None else f"{name} (balanced)",
+        train_stars=stars(train),
+        test_stars=stars(test),
+    )
+    return corpus, min_df
+
+
+def balanced_reviews(
+    name: str, target_vocab: int, rng: np.random.Generator
+) -> tuple[ReviewCorpus, int]:
+    """A class-balanced sample of the review data set ``name`` (both splits, see
+    :func:`balanced_indices`) encoded as in :func:`reviews_for_vocabulary`. Returns the
+    corpus and ``min_df``."""
+    _check_rng(rng)
+    return reviews_for_vocabulary(name, target_vocab, rng)
+
+
+def with_shuffled_labels(
+    corpus: ReviewCorpus, rng: np.random.Generator
+) -> ReviewCorpus:
+    """``corpus`` with its training labels randomly permuted (class sizes kept);
+    validation and test labels unchanged."""
+    _check_rng(rng)
+    return dataclasses.replace(
+        corpus, train_labels=rng.permutation(corpus.train_labels)
+    )
+
+
+#: The statistics of :func:`picture_correlations`, by key, in words.
+PICTURE_STATISTICS = {
+    "value": "ρ(E·v, I)",
+    "cls": "ρ(E·p, |I|)",
+    "cls_neg": "ρ(E·p, I), I < 0",
+    "cls_pos": "ρ(E·p, I), I > 0",
+    "value_given_df": "ρ(E·v, I | log df)",
+    "cls_given_df": "ρ(E·p, |I| | log df)",
+}
+
+
+def picture_correlations(
+    importance: object, value: object, cls: object, document_frequency: object
+) -> dict[str, float]:
+    """Spearman correlations of the picture over the tokens with a finite importance:
+    the value score with ``I`` (monotone trend), the attention score with ``|I|``
+    (U-shape) and with ``I`` on each side of zero, and the first two as partial
+    correlations given the (log) document frequency. Keys as in
+    :data:`PICTURE_STATISTICS`."""
+    imp = np.asarray(importance, dtype=np.float64)
+    value, cls = np.asarray(value, np.float64), np.asarray(cls, np.float64)
+    df = np.asarray(document_frequency, dtype=np.float64)
+    if not imp.shape == value.shape == cls.shape == df.shape:
+        raise ValueError(
+            "importance, value, cls and document_frequency differ in shape"
+        )
+    keep = np.isfinite(imp)
+    imp, value, cls, df = imp[keep], value[keep], cls[keep], df[keep]
+    neg, pos = imp < 0, imp > 0
+    log_df = np.log(np.maximum(df, 1.0))
+    return {
+        "value": spearman(value, imp),
+        "cls": spearman(cls, np.abs(imp)),
+        "cls_neg": spearman(cls[neg], imp[neg]),
+        "cls_pos": spearman(cls[pos], imp[pos]),
+        "value_given_df": partial_spearman(value, imp, log_df),
+        "cls_given_df": partial_spearman(cls, np.abs(imp), log_df),
+    }

@@ -1,0 +1,131 @@
+"""The real-data picture on synthetic sequences.
+
+:func:`one_relevant_spec` is the generator of :mod:`attnbook.data.synthetic` with
+completely positive and completely negative tokens and a relevant rate of ``1 / T`` for
+sequences of length ``T``: a position is irrelevant with probability
+``delta = (T - 1) / T``, so a sequence holds one relevant token on average, of its own
+class. :func:`synthetic_corpus` samples a training and a test split as a
+:class:`CountsCorpus`, which the training code of the real-data chapter accepts in
+place of a review corpus, either as drawn or conditioned on Assumption 1 (exactly one
+relevant token per sequence). :func:`relevant_per_sequence` counts the relevant tokens
+of each sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnbook.data.synthetic import SyntheticData, SyntheticSpec, sample_sequences
+from attnbook.engine.counts import TokenCounts
+
+__all__ = [
+    "CountsCorpus",
+    "one_relevant_spec",
+    "synthetic_corpus",
+    "relevant_per_sequence",
+]
+
+
+@dataclass(frozen=True)
+class CountsCorpus:
+    """Two labelled splits of token counts (labels +-1): the part of a
+    :class:`~attnbook.data.corpus.ReviewCorpus` that training and evaluation use."""
+
+    train: TokenCounts
+    test: TokenCounts
+    train_labels: np.ndarray
+    test_labels: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.train.vocab_size != self.test.vocab_size:
+            raise ValueError("train and test must count tokens over one vocabulary")
+        for split in ("train", "test"):
+            y = np.asarray(getattr(self, f"{split}_labels"))
+            if y.shape != (getattr(self, split).n_sequences,):
+                raise ValueError(f"{split}_labels must hold one label per sequence")
+            if not np.isin(y, (-1, 1)).all():
+                raise ValueError(f"{split}_labels must be -1 or +1")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.train.vocab_size
+
+    def labels(
+        self,
+        split: str,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor:
+        """The +-1 labels of ``split`` (``"train"`` or ``"test"``) as a tensor."""
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        arr = np.asarray(getattr(self, f"{split}_labels"))
+        return torch.from_numpy(arr).to(dtype=dtype, device=device)
+
+
+def one_relevant_spec(n_relevant: int, n_neutral: int, length: int) -> SyntheticSpec:
+    """``n_relevant`` completely positive and as many completely negative tokens,
+    ``n_neutral`` neutral ones, sequences of ``length`` tokens in which each position is
+    relevant (of the sequence's class) with probability ``1 / length``."""
+    if length < 2:
+        raise ValueError(f"length must be at least 2, got {length}")
+    if n_relevant < 1 or n_neutral < 1:
+        raise ValueError("n_relevant and n_neutral must be positive")
+    return SyntheticSpec(
+        n_positive=n_relevant,
+        n_negative=n_relevant,
+        n_neutral=n_neutral,
+        min_len=length,
+        max_len=length,
+        relevant_rate=1.0 / length,
+        opposite_rate=0.0,
+    )
+
+
+def _draw(
+    spec: SyntheticSpec, n: int, rng: np.random.Generator, exactly_one: bool
+) -> SyntheticData:
+    if not exactly_one:
+        return sample_sequences(spec, n, rng)
+    seqs: list[np.ndarray] = []
+    labels: list[int] = []
+    while len(seqs) < n:
+        batch = sample_sequences(spec, 2 * n, rng)
+        keep = np.flatnonzero(relevant_per_sequence(batch) == 1)
+        seqs += [batch.sequences[i] for i in keep]
+        labels += batch.labels[keep].tolist()
+    return SyntheticData(seqs[:n], np.asarray(labels[:n], dtype=np.int64), spec)
+
+
+def synthetic_corpus(
+    spec: SyntheticSpec,
+    n_train: int,
+    n_test: int,
+    rng: np.random.Generator,
+    *,
+    exactly_one: bool = False,
+) -> tuple[CountsCorpus, SyntheticData]:
+    """Sample ``n_train`` training and ``n_test`` test sequences from ``spec`` with
+    ``rng``; returns the corpus and the training sample (for
+    :func:`relevant_per_sequence`). ``exactly_one=True`` keeps only the sequences with
+    exactly one relevant token (the generator conditioned on Assumption 1), drawing
+    until there are enough."""
+    if n_train < 2 or n_test < 1:
+        raise ValueError("need n_train >= 2 and n_test >= 1")
+    if exactly_one and spec.relevant_rate == 0:
+        raise ValueError("exactly_one needs relevant_rate > 0")
+    train = _draw(spec, n_train, rng, exactly_one)
+    test = _draw(spec, n_test, rng, exactly_one)
+    corpus = CountsCorpus(train.counts, test.counts, train.labels, test.labels)
+    return corpus, train
+
+
+def relevant_per_sequence(data: SyntheticData) -> np.ndarray:
+    """The number of relevant (positive or negative) token occurrences in each
+    sequence of ``data``."""
+    relevant = data.spec.token_class != 0
+    return np.array([int(relevant[s].sum()) for s in data.sequences], dtype=np.int64)

@@ -1,0 +1,287 @@
+"""Many independent gradient flows on ``p`` integrated as one tensor program.
+
+:func:`batched_gradient_flow` runs the integrator of
+:func:`attnbook.theory.flow.gradient_flow` (Euler steps in logarithmic time, a step
+that would raise the loss rejected and its ``dtau`` halved, ``dtau`` doubled again after
+``grow_after`` accepted steps) on ``B`` problems at once: seeds, scales, dimensions,
+data sets. Every problem keeps its own time, step size and counters; acceptance and
+rejection are ``torch.where`` masks, so the loop never waits for the host, and the
+batch is asked whether every problem has reached its end time only every
+``check_every`` steps (when it also records a checkpoint).
+
+Two reductions make a step cheap:
+
+- *the flow stays in the row space of E*: the gradient ``E^T g`` lies in it, so with
+  ``E^T = Q R`` (reduced QR, ``Q`` of shape ``(d, k)``, ``k = min(V, d)``) the path is
+  ``p(t) = p0 + Q c(t)`` and the scores are ``a = E p0 + R^T c``: a step costs ``O(V
+  k)`` whatever ``d`` is;
+- *sequences are padded to a dense* ``(n, m)`` *layout* of their distinct tokens (``m``
+  the largest number of distinct tokens in a sequence), so the softmax of every
+  sequence of every problem is one dense operation.
+
+The loss and its gradient are computed relative to the top-scoring token of each
+sequence, as in :mod:`attnbook.theory.flow`, so they keep full relative precision at
+large ``||p||``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from attnbook.theory.flow import (
+    ROUNDING_FLOOR,
+    FlowPath,
+    FlowProblem,
+    default_t0,
+    finite_number,
+)
+
+__all__ = ["batched_gradient_flow"]
+
+F64 = torch.float64
+
+
+def _dense(problem: FlowProblem, mask: torch.Tensor | None, m: int, n: int):
+    """Token ids, counts and selection flags of ``problem`` in an ``(n, m)`` layout
+    (padding: token 0 with count 0)."""
+    c = problem.counts
+    indptr = c.indptr.to(problem.device)
+    entry = torch.arange(problem.tok.numel(), device=problem.device)
+    pos = entry - indptr[problem.rows]
+    tok = torch.zeros(n, m, dtype=torch.int64, device=problem.device)
+    cnt = torch.zeros(n, m, dtype=F64, device=problem.device)
+    sel = torch.zeros(n, m, dtype=F64, device=problem.device)
+    tok[problem.rows, pos] = problem.tok
+    cnt[problem.rows, pos] = problem.cnt
+    if mask is not None:
+        sel[problem.rows, pos] = mask.to(F64)
+    return tok, cnt, sel
+
+
+class _Batch:
+    """The frozen data of ``B`` problems, padded to common shapes."""
+
+    def __init__(self, problems, p0s, selected, directions, device):
+        B = len(problems)
+        V = max(pr.E.shape[0] for pr in problems)
+        self.k = k = max(min(pr.E.shape) for pr in problems)
+        self.n = n = max(pr.n for pr in problems)
+        m = max(int(torch.diff(pr.counts.indptr).max()) for pr in problems)
+        self.R = torch.zeros(B, V, k, dtype=F64, device=device)  # E = R Q^T
+        self.a0 = torch.zeros(B, V, dtype=F64, device=device)
+        self.b = torch.zeros(B, V, dtype=F64, device=device)
+        self.Eq = torch.zeros(B, V, dtype=F64, device=device)
+        self.tok = torch.zeros(B, n, m, dtype=torch.int64, device=device)
+        self.cnt = torch.zeros(B, n, m, dtype=F64, device=device)
+        self.sel = torch.zeros(B, n, m, dtype=F64, device=device)
+        self.y = torch.zeros(B, n, dtype=F64, device=device)
+        self.n_rows = torch.tensor([pr.n for pr in problems], dtype=F64, device=device)
+        self.Q = []
+        for i, pr in enumerate(problems):
+            Vi, ki = pr.E.shape[0], min(pr.E.shape)
+            Q, Rt = torch.linalg.qr(pr.E.T)  # E^T = Q Rt, Q (d, ki)
+            self.Q.append(Q)
+            self.R[i, :Vi, :ki] = Rt.T.to(device)
+            self.a0[i, :Vi] = (pr.E @ p0s[i]).to(device)
+            self.b[i, :Vi] = pr.b.to(device)
+            if directions[i] is not None:
+                q = directions[i].to(device=pr.device, dtype=F64)
+                self.Eq[i, :Vi] = (pr.E @ (q / q.norm())).to(device)
+            mask = pr.selection_mask(selected[i]) if selected[i] is not None else None
+            tok, cnt, sel = _dense(pr, mask, m, pr.n)
+            self.tok[i, : pr.n], self.cnt[i, : pr.n] = tok.to(device), cnt.to(device)
+            self.sel[i, : pr.n] = sel.to(device)
+            self.cnt[i, pr.n :, 0] = 1.0  # padded rows: one dummy entry, zero label
+            self.y[i, : pr.n] = pr.y.to(device=device, dtype=F64)
+        self.log_cnt = torch.log(self.cnt)  # -inf on padding
+        self.tok_flat = self.tok.flatten(1)
+        self.b_tok = torch.gather(self.b, 1, self.tok_flat).view_as(self.cnt)
+        self.row_mask = (self.y != 0).to(F64)
+
+    def scores(self, c: torch.Tensor) -> torch.Tensor:
+        return self.a0 + torch.bmm(self.R, c.unsqueeze(2)).squeeze(2)
+
+    def state(self, c: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Loss, gradient (in the coordinates ``c``), outputs and attention at ``c``,
+        relative to the top-scoring token ``ref`` of every sequence."""
+        a = torch.gather(self.scores(c), 1, self.tok_flat).view_as(self.log_cnt)
+        a = a + self.log_cnt  # padding: -inf
+        shift, top = a.max(dim=2, keepdim=True)
+        ref = torch.gather(self.tok, 2, top).squeeze(2)
+        w = torch.exp(a - shift)
+        pi = w / w.sum(dim=2, keepdim=True)
+        b_ref = torch.gather(self.b, 1, ref)
+        db = self.b_tok - b_ref.unsqueeze(2)
+        gap = (pi * db).sum(dim=2)
+        f = b_ref + gap
+        margin = self.y * f
+        loss = (torch.nn.functional.softplus(-margin) * self.row_mask).sum(1)
+        dloss_df = -self.y * torch.sigmoid(-margin) / self.n_rows[:, None]
+        coef = dloss_df.unsqueeze(2) * pi * (db - gap.unsqueeze(2))
+        g_tok = torch.zeros_like(self.b).scatter_add_(1, self.tok_flat, coef.flatten(1))
+        grad = torch.bmm(g_tok.unsqueeze(1), self.R).squeeze(1)  # (B, k) = R^T g
+        return {
+            "loss": loss / self.n_rows,
+            "grad": grad,
+            "g_tok": g_tok,
+            "f": f,
+            "b_ref": b_ref,
+            "gap": gap,
+            "pi": pi,
+            "spread": (pi * db.abs()).sum(dim=2),
+        }
+
+    def rejects(self, old: dict, new: dict) -> torch.Tensor:
+        """``(B,)`` bool: whether the step from ``old`` to ``new`` raises the loss by
+        more than the rounding of its computation (as in
+        :meth:`attnbook.theory.flow.FlowProblem.step_accepted`); the change of every
+        output is written relative to the reference tokens (exactly zero terms where the
+        references agree)."""
+        df = (new["b_ref"] - old["b_ref"]) + (new["gap"] - old["gap"])
+        weight = torch.sigmoid(-self.y * old["f"])
+        terms = torch.log1p(weight * torch.expm1(-self.y * df))
+        floor = ROUNDING_FLOOR * weight * (old["spread"] + new["spread"])
+        change = (terms * self.row_mask).sum(1)
+        return change > (floor * self.row_mask).sum(1)
+
+
+def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a`` where the problem's ``cond`` holds, else ``b`` (``cond`` of shape
+    ``(B,)``)."""
+    return torch.where(cond.view(-1, *([1] * (a.ndim - 1))), a, b)
+
+
+def _as_list(x, B: int, name: str) -> list:
+    if x is None:
+        return [None] * B
+    x = list(x)
+    if len(x) != B:
+        raise ValueError(f"{name} must have one entry per problem ({B}), got {len(x)}")
+    return x
+
+
+def batched_gradient_flow(
+    problems: Sequence[tuple],
+    *,
+    log_t_max: float = 40.0,
+    dtau: float = 0.02,
+    check_every: int = 25,
+    selected: Sequence[object] | None = None,
+    directions: Sequence[torch.Tensor | None] | None = None,
+    max_steps: int = 200_000,
+    grow_after: int = 50,
+    device: torch.device | str | None = None,
+) -> list[FlowPath]:
+    """Integrate ``dp/dt = -grad L(p)`` for every ``(E, v, sequences, labels, p0)`` of
+    ``problems`` until ``t = e^{log_t_max}``, as :func:`~attnbook.theory.flow.
+    gradient_flow` does for one (same ``t0``, step rule and ``dtau``).
+
+    ``selected`` and ``directions`` give, per problem, what ``selected`` and
+    ``direction`` give to :func:`~attnbook.theory.flow.gradient_flow`. Checkpoints are
+    recorded at ``t = 0`` and every ``check_every`` iterations (about ``check_every *
+    dtau`` apart in ``log t``) until a problem's end time, which is the last checkpoint.
+    Problems may differ in ``V``, ``d``, ``n`` and lengths; the batch runs on
+    ``device`` (default: the first problem's). Returns one
+    :class:`~attnbook.theory.flow.FlowPath` per problem.
+    """
+    if not (finite_number(dtau) and dtau > 0):
+        raise ValueError(f"dtau must be a positive finite number, got {dtau!r}")
+    if not finite_number(log_t_max):
+        raise ValueError(f"log_t_max must be a finite number, got {log_t_max!r}")
+    if not (isinstance(check_every, int) and check_every >= 1):
+        raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
+    problems = list(problems)
+    if not problems:
+        raise ValueError("problems is empty")
+    B = len(problems)
+    selected = _as_list(selected, B, "selected")
+    directions = _as_list(directions, B, "directions")
+    built, p0s = [], []
+    for i, item in enumerate(problems):
+        if len(item) != 5:
+            raise ValueError(f"problems[{i}] must be (E, v, sequences, labels, p0)")
+        E, v, seqs, labels, p0 = item
+        pr = FlowProblem(E, v, seqs, labels)
+        if not isinstance(p0, torch.Tensor) or p0.shape != (pr.dim,):
+            raise ValueError(f"problems[{i}]: p0 must be a ({pr.dim},) tensor")
+        if not bool(torch.isfinite(p0).all()):
+            raise ValueError(f"problems[{i}]: p0 has non-finite entries")
+        built.append(pr)
+        p0s.append(p0.detach().to(device=pr.device, dtype=F64))
+    device = torch.device(device) if device is not None else built[0].device
+    batch = _Batch(built, p0s, selected, directions, device)
+    t0 = torch.tensor([default_t0(pr, dtau) for pr in built], dtype=F64, device=device)
+    t_end = float(np.exp(log_t_max))
+    if float(t0.max()) >= t_end:
+        raise ValueError(f"log_t_max={log_t_max} ends before the first step")
+
+    c = torch.zeros(B, batch.k, dtype=F64, device=device)
+    t = torch.zeros(B, dtype=F64, device=device)
+    step = torch.full((B,), float(dtau), dtype=F64, device=device)
+    steps = torch.zeros(B, dtype=torch.int64, device=device)
+    rejected = torch.zeros_like(steps)
+    streak = torch.zeros_like(steps)
+    marks: list[tuple] = []
+
+    def record(st: dict) -> None:
+        g = st["g_tok"]
+        gn = st["grad"].norm(dim=1)
+        along = -(g * batch.Eq).sum(1) / torch.where(gn > 0, gn, 1.0)
+        mass = (st["pi"] * batch.sel).sum(2)
+        marks.append((t.clone(), c.clone(), st["loss"], mass, along))
+
+    st = batch.state(c)
+    record(st)
+    for it in range(1, max_steps + 1):
+        active = t < t_end
+        h = torch.where(active, torch.minimum(step * (t0 + t), t_end - t), 0.0)
+        c_new = c - h[:, None] * st["grad"]
+        new = batch.state(c_new)
+        reject = active & batch.rejects(st, new)
+        accept = active & ~reject
+        step = torch.where(reject, 0.5 * step, step)
+        rejected += reject
+        streak = torch.where(accept, streak + 1, 0)
+        c = torch.where(accept[:, None], c_new, c)
+        t = torch.where(accept, t + h, t)
+        steps += accept
+        grow = accept & (streak >= grow_after) & (step < dtau)
+        step = torch.where(grow, torch.clamp(2.0 * step, max=dtau), step)
+        streak = torch.where(grow, 0, streak)
+        st = {key: _where(accept, new[key], old) for key, old in st.items()}
+        if it % check_every == 0:
+            record(st)
+            if not bool((t < t_end).any()):
+                break
+    else:
+        raise RuntimeError(f"batched_gradient_flow: {max_steps} iterations reached")
+    return _paths(batch, p0s, marks, steps, rejected, step, selected)
+
+
+def _paths(batch, p0s, marks, steps, rejected, step, selected) -> list[FlowPath]:
+    ts, cs, losses, masses, alongs = (torch.stack(x).cpu().numpy() for x in zip(*marks))
+    out = []
+    for i, p0 in enumerate(p0s):
+        keep = np.r_[True, np.diff(ts[:, i]) > 0]  # drop checkpoints after the end
+        Q = batch.Q[i].cpu().numpy()
+        k = Q.shape[1]
+        p = p0.cpu().numpy()[None, :] + cs[keep, i, :k] @ Q.T
+        n_i = int((batch.y[i] != 0).sum())
+        out.append(
+            FlowPath(
+                t=ts[keep, i],
+                p=p,
+                loss=losses[keep, i],
+                selected_mass=masses[keep, i, :n_i]
+                if selected[i] is not None
+                else np.zeros((0, n_i)),
+                steps=int(steps[i]),
+                rejected=int(rejected[i]),
+                final_dtau=float(step[i]),
+                grad_along=alongs[keep, i] if bool(batch.Eq[i].any()) else np.zeros(0),
+            )
+        )
+    return out

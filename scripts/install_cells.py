@@ -1,0 +1,168 @@
+"""Write the install cell of every chapter from the book's address in _config.yml.
+
+The repository address is one setting, ``repository.url`` (with ``repository.branch``)
+in ``_config.yml``: Jupyter Book builds each page's Colab launch button from it, and
+this script writes the first code cell of every ``chapters/*.ipynb`` from it, so that a
+notebook opened in Colab installs attnbook from the same repository and branch. Run it
+after changing the address; ``--check`` changes nothing and exits with status 1 when a
+notebook's install cell differs from what the address gives (the tests run it so).
+
+    python scripts/install_cells.py            # rewrite the install cells
+    python scripts/install_cells.py --check    # only compare
+
+Only the first code cell's source is written; every other cell, the cell's id and its
+``remove-cell`` tag are left as they are. Needs PyYAML and ruff (both in the book's
+environment: run it with ``.venv/bin/python``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from string import Template
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+GITHUB = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+TEMPLATE = Template(
+    """\
+# Colab and other fresh environments: install attnbook when it is not importable.
+# Written by scripts/install_cells.py from repository.url in _config.yml: edit there.
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("attnbook") is None:
+    repository, branch = "$url", "$branch"
+    source = os.environ.get("ATTNBOOK_SOURCE", f"git+{repository}@{branch}")
+    print(f"Installing attnbook from {source} (about a minute) ...")
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", source],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    except subprocess.CalledProcessError as err:
+        print(err.stderr[-1500:])
+        print(
+            f"pip could not install attnbook from {source} (exit {err.returncode}; "
+            "its last lines are above). This notebook needs the attnbook package.\\n"
+            "What to do:\\n"
+            f"- The book's repository is set as {repository} (branch {branch}). "
+            "If it lives elsewhere, install it from there in a new cell:\\n"
+            "      %pip install git+https://github.com/OWNER/REPOSITORY@BRANCH\\n"
+            "  then run all cells again (Runtime > Run all in Colab).\\n"
+            "- If pip could not connect, check the runtime's internet access and run "
+            "this cell again.\\n"
+            "- Or run the book on your machine: clone the repository, run "
+            "`bash scripts/env.sh`, then `jupyter lab` (see its README)."
+        )
+        raise RuntimeError(
+            "attnbook could not be installed: see the instructions above"
+        ) from None
+"""
+)
+
+
+def book_address(root: Path = ROOT) -> tuple[str, str]:
+    """``(url, branch)`` of the book's repository from ``root/_config.yml``.
+
+    Raises ``ValueError`` when the URL is not ``https://github.com/OWNER/REPOSITORY``
+    (the form the Colab launch buttons need) or the branch is not a branch name.
+    """
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    repo = config.get("repository") or {}
+    url, branch = str(repo.get("url", "")).rstrip("/"), str(repo.get("branch", ""))
+    if not GITHUB.match(url):
+        raise ValueError(
+            f"_config.yml repository.url must be https://github.com/OWNER/REPOSITORY "
+            f"(Colab opens notebooks from GitHub), got {url!r}"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9_./-]+", branch):
+        raise ValueError(
+            f"_config.yml repository.branch must be a branch name, got {branch!r}"
+        )
+    return url, branch
+
+
+def install_cell(url: str, branch: str, root: Path = ROOT) -> str:
+    """The source of the install cell for the repository ``url`` at ``branch``, laid
+    out by ``ruff format`` with the book's settings (as the chapters are checked)."""
+    text = TEMPLATE.substitute(url=url, branch=branch)
+    formatted = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "cell.py", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    if formatted.returncode != 0:
+        raise RuntimeError(
+            f"ruff format failed on the install cell: {formatted.stderr}"
+        )
+    return formatted.stdout.rstrip("\n")
+
+
+def _first_code_cell(notebook: dict, path: Path) -> dict | None:
+    cells = [c for c in notebook.get("cells", []) if c.get("cell_type") == "code"]
+    if not cells:
+        return None
+    first = cells[0]
+    if "import importlib.util" not in "".join(first.get("source", [])):
+        raise ValueError(f"{path}: the first code cell is not the install cell")
+    return first
+
+
+def sync(root: Path = ROOT, check: bool = False) -> list[Path]:
+    """Notebooks under ``root/chapters`` whose install cell differs from the address
+    (rewritten unless ``check``); notebooks without code cells are skipped."""
+    source = install_cell(*book_address(root), root=root)
+    lines = source.splitlines(keepends=True)
+    changed = []
+    for path in sorted((root / "chapters").glob("*.ipynb")):
+        notebook = json.loads(path.read_text())
+        cell = _first_code_cell(notebook, path)
+        if cell is None or "".join(cell["source"]) == source:
+            continue
+        changed.append(path)
+        if not check:
+            cell["source"] = lines
+            path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="only compare; exit 1 on a difference"
+    )
+    parser.add_argument(
+        "--root", type=Path, default=ROOT, help="the book's folder (default: this one)"
+    )
+    args = parser.parse_args(argv)
+    url, branch = book_address(args.root)
+    changed = sync(args.root, check=args.check)
+    names = ", ".join(p.name for p in changed) or "none"
+    if args.check:
+        if changed:
+            print(
+                f"install cells that do not follow {url}@{branch}: {names}; "
+                "run python scripts/install_cells.py"
+            )
+            return 1
+        print(f"every install cell installs from {url}@{branch}")
+        return 0
+    print(f"install cells rewritten for {url}@{branch}: {names}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

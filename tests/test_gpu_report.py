@@ -1,0 +1,82 @@
+"""The Performance page's tables of GPU measurements."""
+
+import json
+
+import pytest
+
+from attnbook.bench import gpu_report
+
+
+def _bench(name, t_grad, graph=None):
+    return {
+        "device_name": name,
+        "t_grad": t_grad,
+        "t_step": 2 * t_grad,
+        "t_usual": 100 * t_grad,
+        "t_bound": t_grad / 4,
+        "bandwidth": 2e12,
+        "gpu": graph and {"graph_s": graph, "graph_step_s": 3 * graph},
+    }
+
+
+MEASURED = {
+    "bench_cpu": _bench("Some CPU", 0.1),
+    "bench_gpu": _bench("Some GPU", 0.002, graph=0.0001),
+    "chapters": [
+        {
+            "chapter": "02_one_step",
+            "workload": "synthetic",
+            "cpu_2_cores_s": 20.0,
+            "gpu_s": 50.0,
+            "policy_s": 20.0,
+            "cpu_rc": 0,
+            "gpu_rc": 0,
+        },
+        {
+            "chapter": "04_real_data",
+            "workload": "real",
+            "cpu_2_cores_s": 190.0,
+            "gpu_s": 60.0,
+            "policy_s": 60.0,
+            "cpu_rc": 0,
+            "gpu_rc": 1,
+        },
+    ],
+    "comparison": {
+        "chapters": ["02_one_step"],
+        "compared": 1200,
+        "volatile": 4,
+        "largest_relative": 3e-7,
+        "largest_at": "02_one_step: x",
+        "outside": [],
+    },
+}
+
+
+def test_tables_from_measurements(tmp_path):
+    assert gpu_report.load_gpu_measurements(tmp_path) is None
+    (tmp_path / gpu_report.MEASUREMENTS_FILE).write_text(json.dumps(MEASURED))
+    m = gpu_report.load_gpu_measurements(tmp_path / "missing", tmp_path)
+    engine = gpu_report.engine_table(m)
+    assert list(engine.columns) == [
+        "CPU, 2 cores (Some CPU)",
+        "GPU, CPU engine's form (Some GPU)",
+        "GPU, GPU form in a CUDA graph, dense passes by library (Some GPU)",
+    ]
+    grad = engine.loc["full-batch gradient (ms)"].tolist()
+    assert grad == pytest.approx([100.0, 2.0, 0.1])
+    assert engine.loc["fraction of the bound"].tolist() == pytest.approx(
+        [0.25, 0.25, 5.0]
+    )
+    chapters = gpu_report.chapter_table(m)
+    assert chapters.loc["04_real_data", "ran through"] == "no"
+    assert chapters.loc["02_one_step", "by workload (s)"] == 20.0
+    text = gpu_report.comparison_summary(m)
+    assert "1,200 recorded values" in text and "within its tolerance" in text
+    assert gpu_report.outside_table(m).empty
+
+
+def test_a_file_of_something_else_is_refused(tmp_path):
+    (tmp_path / gpu_report.MEASUREMENTS_FILE).write_text("[1, 2]")
+    with pytest.raises(ValueError, match="gpu_check"):
+        gpu_report.load_gpu_measurements(tmp_path)

@@ -1,0 +1,112 @@
+"""The package's architecture: layers that import only downward, no private names across
+modules, no imports hidden in functions, small modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "attnbook"
+# lowest first: a module may import its own layer and the layers before it
+LAYERS = [
+    "runtime",
+    "engine",
+    "data",
+    "models",
+    "theory",
+    "experiments",
+    "book",
+    "bench",
+]
+MAX_LINES = 450
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(p for p in parts if p != "__init__")
+        out[name] = path
+    return out
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _imports(path: Path) -> list[tuple[ast.AST, str, list[str], bool]]:
+    """``(node, module, names, at_top_level)`` for every import of attnbook in
+    ``path``."""
+    tree = ast.parse(path.read_text())
+    top = set(map(id, tree.body))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.level:
+                raise AssertionError(f"{path}: relative import of {node.module}")
+            if node.module.startswith("attnbook"):
+                names = [a.name for a in node.names]
+                found.append((node, node.module, names, id(node) in top))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("attnbook"):
+                    found.append((node, a.name, [], id(node) in top))
+    return found
+
+
+def test_every_module_is_in_a_layer():
+    for name in _modules():
+        if name == "attnbook":
+            continue
+        assert _layer(name) in LAYERS, f"{name} is in no layer of {LAYERS}"
+
+
+def test_imports_go_only_downward_and_the_layer_graph_is_acyclic():
+    edges = set()
+    for name, path in _modules().items():
+        src = _layer(name)
+        for _, module, names, _ in _imports(path):
+            targets = (
+                [module] if module != "attnbook" else [f"attnbook.{n}" for n in names]
+            )
+            for target in targets:
+                dst = _layer(target)
+                if dst is None or dst == src:
+                    continue
+                assert LAYERS.index(dst) < LAYERS.index(src), (
+                    f"{name} (layer {src}) imports {target} (layer {dst}): upward"
+                )
+                edges.add((src, dst))
+    # downward edges over a total order cannot form a cycle; state the graph for the
+    # record
+    assert all(LAYERS.index(b) < LAYERS.index(a) for a, b in edges)
+
+
+def test_no_private_name_crosses_modules_and_no_import_hides_in_a_function():
+    for name, path in _modules().items():
+        for node, module, names, at_top in _imports(path):
+            private = [n for n in names if n.startswith("_")]
+            assert not private, f"{name} imports private {private} from {module}"
+            if not at_top:
+                in_type_checking = (
+                    False  # only top-level TYPE_CHECKING blocks are allowed
+                )
+                assert in_type_checking, (
+                    f"{name}:{node.lineno} imports {module} inside a function or block"
+                )
+
+
+def test_no_private_torch_api_outside_the_memory_module():
+    for name, path in _modules().items():
+        if name == "attnbook.engine.memory":
+            continue
+        assert "torch._C" not in path.read_text(), f"{name} uses torch's private API"
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_modules_stay_small(name):
+    lines = _modules()[name].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{name} has {lines} lines (at most {MAX_LINES})"
