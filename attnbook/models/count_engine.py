@@ -148,21 +148,20 @@ class _CountAttention(torch.autograd.Function):
         # score is (a NaN or infinity in E, p or W reaches its row's score) or the sum
         # overflows (checked exactly below); whether every row's mass is represented;
         # the cancellation ratio of the module docstring
-        probe, covered, rho, head = torch.stack(
-            (
-                scores.sum(),
-                (den >= floor).all().to(E.dtype),
-                PW[0].norm() * B.abs().amax(),
-                W.norm(dim=0).amin(),
-            )
+        norms = torch.linalg.vector_norm(PW, dim=1)  # ||p||, ||W_1||, ..., ||W_K||
+        b_min, b_max = torch.aminmax(B)
+        covered = (den >= floor).all().to(E.dtype)
+        probe, covered, b_min, b_max, p_norm, *head = torch.cat(
+            (torch.stack((scores.sum(), covered, b_min, b_max)), norms)
         ).tolist()
+        rho = p_norm * max(abs(b_min), abs(b_max))
         if not math.isfinite(probe):
             check_finite_scores(scores, E=E, p=p, W=W)
         ctx.counts = counts
         if covered:
             ctx.rows = None
             # the row-shift backward, built when it is needed
-            ctx.accurate = not rho <= CANCELLATION_LIMIT * head
+            ctx.accurate = not rho <= CANCELLATION_LIMIT * min(head)
             f = num / den[:, None]
             ctx.save_for_backward(E, PW, a, B, u, den, f)
             return f

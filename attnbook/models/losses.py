@@ -8,6 +8,7 @@ checked by :func:`attnbook.data.labels.as_signed_labels` (the book's one label p
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 
@@ -15,6 +16,10 @@ from attnbook.data.labels import as_signed_labels
 from attnbook.models.parameters import check_finite, check_float_tensor
 
 __all__ = ["logistic_loss", "accuracy", "check_outputs_and_labels"]
+
+# label tensors found to be -1/+1 (by id: a weak reference and the version counter at
+# the check; a tensor modified in place gets a new version and is checked again)
+_CHECKED: dict[int, tuple[weakref.ref, int]] = {}
 
 
 def check_outputs_and_labels(f: torch.Tensor, y: object) -> torch.Tensor:
@@ -33,8 +38,15 @@ def check_outputs_and_labels(f: torch.Tensor, y: object) -> torch.Tensor:
     same_kind = (
         isinstance(y, torch.Tensor) and y.dtype == f.dtype and y.device == f.device
     )
-    if same_kind and not bool((y.abs() != 1).any()):
-        return y.detach()  # labels of a training loop: already -1/+1 tensors
+    if same_kind:
+        ref, version = _CHECKED.get(id(y), (None, -1))
+        if ref is not None and ref() is y and version == y._version:
+            return y.detach()  # the labels of a training loop, checked at a former step
+        if not bool((y.abs() != 1).any()):
+            if len(_CHECKED) > 64:
+                _CHECKED.clear()
+            _CHECKED[id(y)] = (weakref.ref(y), y._version)
+            return y.detach()
     return as_signed_labels(y, f.shape[0], dtype=f.dtype).to(f.device)
 
 
