@@ -127,21 +127,23 @@ def test_padded_positions_matches_batches():
         )
 
 
-@pytest.mark.parametrize("K", [1, 3, 10])
-def test_multihead_engine_matches_row_shift_path(K):
-    from attnbook.models.multiclass import (
-        _multiclass_row_shift,
-        cross_entropy_loss,
-        multiclass_output,
-    )
+@pytest.mark.parametrize("K", [2, 3, 10])
+def test_multihead_engine_matches_dense_heads(K):
+    from attnbook.models.multiclass import cross_entropy_loss, multiclass_output
 
     E, p, v, seqs, y, counts = _counts(seed=7, V=25, n=15)
     W = torch.from_numpy(np.random.default_rng(K).normal(size=(E.shape[1], K)))
     labels = torch.from_numpy(
         np.random.default_rng(0).integers(0, K, size=counts.n_sequences)
     )
+
+    def dense_heads(E, p, W, counts):
+        seqs = counts.to_sequences()
+        cols = [dense_attention_output(E, p, W[:, k], seqs) for k in range(K)]
+        return torch.stack(cols, dim=1)
+
     grads = []
-    for fn in (multiclass_output, _multiclass_row_shift):
+    for fn in (multiclass_output, dense_heads):
         leaves = [t.clone().requires_grad_(True) for t in (E, p, W)]
         out = fn(*leaves, counts)
         grads.append(

@@ -23,6 +23,7 @@ from attnbook.bench.measure import (
 )
 from attnbook.bench.timing import copy_bandwidth, minimum_bytes
 from attnbook.bench.usual import prepare
+from attnbook.data.reviews import DatasetUnavailableError
 from attnbook.engine import kernels
 from attnbook.runtime import cpu_name, default_device
 
@@ -52,6 +53,40 @@ def _table(rows: Sequence[dict[str, float]]) -> str:
             f"{1e6 * r['ms'] / r['nnz']:>9.2f}"
         )
     return "\n".join(lines)
+
+
+_POSITIVE = (
+    "min_df",
+    "dim",
+    "docs",
+    "repeats",
+    "usual_repeats",
+    "max_positions",
+    "two_layer_docs",
+    "two_layer_dim",
+)
+
+
+def _check_arguments(
+    ap: argparse.ArgumentParser, args: argparse.Namespace
+) -> torch.device:
+    """Refuse values the benchmark cannot run with (``ap.error``: a usage message and
+    exit status 2, no traceback); return the device."""
+    for name in _POSITIVE:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.device is None:
+        return default_device()
+    try:
+        device = torch.device(args.device)
+    except (RuntimeError, TypeError):
+        ap.error(f"--device {args.device!r} is not a torch device (cpu, cuda, ...)")
+    if device.type not in ("cpu", "cuda"):
+        ap.error(f"--device must be cpu or cuda, got {args.device!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda was asked for, but torch sees no CUDA device")
+    return device
 
 
 def write_json(results: dict[str, object], path: str) -> None:
@@ -99,10 +134,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         "--json", default=None, help="also write the measured numbers to this file"
     )
     args = ap.parse_args(argv)
-
-    device = torch.device(args.device) if args.device else default_device()
-    if device.type == "cuda" and not torch.cuda.is_available():
-        ap.error("--device cuda was asked for, but torch sees no CUDA device")
+    device = _check_arguments(ap, args)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     print(
         f"device: {device} ({name}), torch {torch.__version__}, "
@@ -110,7 +142,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         f"{kernels.backend(device)}"
     )
 
-    prep = prepare(args.dataset, args.min_df)
+    try:
+        prep = prepare(args.dataset, args.min_df)
+    except DatasetUnavailableError as err:
+        ap.exit(1, f"{ap.prog}: error: {err}\n")
     counts, y = prep.counts, prep.labels
     print(
         f"data: {args.dataset} train, min_df={prep.min_df}: load "

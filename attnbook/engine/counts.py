@@ -10,13 +10,41 @@ on this one structure.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import torch
 
-__all__ = ["TokenCounts", "as_token_counts", "validate_sequences", "padded_token_ids"]
+__all__ = [
+    "ArgumentTypeError",
+    "TokenCounts",
+    "as_token_counts",
+    "check_count",
+    "padded_token_ids",
+    "validate_sequences",
+]
+
+
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type or dtype. It is both a ``TypeError`` and a
+    ``ValueError``, so that code catching either (the book's checks catch
+    ``ValueError`` for every bad input) sees it."""
+
+
+def check_count(value: object, name: str, minimum: int = 1) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool) of at least ``minimum``;
+    raise naming ``name`` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(
+            f"{name} must be an integer, got {type(value).__name__} {value!r}"
+        )
+    if value < minimum:
+        least = {0: "non-negative", 1: "positive"}.get(minimum, f">= {minimum}")
+        raise ValueError(f"{name} must be {least}, got {value}")
+    return int(value)
+
 
 SequenceLike = "np.ndarray | torch.Tensor | Sequence[int]"
 
@@ -63,8 +91,7 @@ def validate_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
         )
     if len(sequences) == 0:
         raise ValueError("sequences is empty: at least one sequence is needed")
-    if vocab_size < 1:
-        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    vocab_size = check_count(vocab_size, "vocab_size")
     arrays = [_as_int_array(seq, i) for i, seq in enumerate(sequences)]
     for i, arr in enumerate(arrays):
         if arr.size == 0:
@@ -125,10 +152,15 @@ class TokenCounts:
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        check_count(self.vocab_size, "TokenCounts.vocab_size")
         for name in ("indptr", "token_ids", "counts"):
             t = getattr(self, name)
             if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.ndim != 1:
                 raise ValueError(f"TokenCounts.{name} must be a 1-D int64 tensor")
+            if t.layout != torch.strided or t.device != self.indptr.device:
+                raise ValueError(
+                    f"TokenCounts.{name} must be a dense tensor on indptr's device"
+                )
         if self.indptr.numel() < 2:
             raise ValueError("TokenCounts needs at least one sequence")
         if self.token_ids.shape != self.counts.shape:
@@ -165,9 +197,21 @@ class TokenCounts:
         cls, rows: np.ndarray, tokens: np.ndarray, n_sequences: int, vocab_size: int
     ) -> "TokenCounts":
         """Build from one (row, token) pair per token occurrence, in any order
-        (vectorised)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        tokens = np.asarray(tokens, dtype=np.int64)
+        (vectorised). Every row in ``[0, n_sequences)`` must hold a token."""
+        n_sequences = check_count(n_sequences, "n_sequences")
+        vocab_size = check_count(vocab_size, "vocab_size")
+        rows, tokens = np.asarray(rows), np.asarray(tokens)
+        for name, arr, top in (
+            ("rows", rows, n_sequences),
+            ("tokens", tokens, vocab_size),
+        ):
+            if arr.ndim != 1 or arr.dtype.kind not in "iu":
+                raise ArgumentTypeError(f"{name} must be a 1-D integer array")
+            if arr.size and (arr.min() < 0 or arr.max() >= top):
+                raise ValueError(f"{name} must lie in [0, {top})")
+        if rows.shape != tokens.shape:
+            raise ValueError("rows and tokens must have the same length")
+        rows, tokens = rows.astype(np.int64), tokens.astype(np.int64)
         keys, counts = np.unique(rows * vocab_size + tokens, return_counts=True)
         key_rows = keys // vocab_size
         indptr = np.zeros(n_sequences + 1, dtype=np.int64)
@@ -280,7 +324,12 @@ class TokenCounts:
     def to(self, device: torch.device | str) -> "TokenCounts":
         """The same counts on another device (``self`` when already there, keeping its
         caches)."""
-        target = torch.device(device)
+        if isinstance(device, torch.device) and device == self.device:
+            return self
+        try:
+            target = torch.device(device)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"device {device!r} is not a torch device") from err
         if target.type == "cuda" and target.index is None:
             target = torch.device("cuda", torch.cuda.current_device())
         if target == self.device:
@@ -294,7 +343,12 @@ class TokenCounts:
 
     def select(self, index: np.ndarray | Sequence[int]) -> "TokenCounts":
         """The sub-corpus made of the rows in ``index`` (in that order)."""
-        index = np.asarray(index, dtype=np.int64)
+        index = np.asarray(index)
+        if index.dtype.kind not in "iu":
+            raise ArgumentTypeError(
+                f"index must hold integer row numbers, got dtype {index.dtype}"
+            )
+        index = index.astype(np.int64)
         if index.ndim != 1 or index.size == 0:
             raise ValueError("index must be a non-empty 1-D array of row numbers")
         if index.min() < 0 or index.max() >= self.n_sequences:
@@ -342,6 +396,7 @@ class TokenCounts:
 def as_token_counts(sequences: object, vocab_size: int) -> TokenCounts:
     """Pass a :class:`TokenCounts` through (after checking its vocabulary size) or count
     a list."""
+    vocab_size = check_count(vocab_size, "vocab_size")
     if isinstance(sequences, TokenCounts):
         if sequences.vocab_size != vocab_size:
             raise ValueError(

@@ -9,51 +9,56 @@ import numpy as np
 import torch
 from scipy.stats import norm
 
-from attnbook.engine.counts import TokenCounts
+from attnbook.engine.counts import ArgumentTypeError, TokenCounts
 from attnbook.models.attention import count_attention_output
-from attnbook.models.losses import accuracy, logistic_loss
+from attnbook.models.losses import accuracy, check_outputs_and_labels, logistic_loss
 
 __all__ = ["evaluate_binary", "document_outcomes", "paired_mean_difference"]
 
 
+def _outputs_and_labels(
+    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's outputs on ``counts`` (no gradient) and the checked -1/+1 labels."""
+    if not isinstance(params, Mapping) or not {"E", "p", "v"} <= set(params):
+        raise ArgumentTypeError("params must be a mapping with keys 'E', 'p' and 'v'")
+    with torch.no_grad():
+        f = count_attention_output(params["E"], params["p"], params["v"], counts)
+    return f, check_outputs_and_labels(f, labels)
+
+
 def evaluate_binary(
-    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
+    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: object
 ) -> dict[str, float]:
     """Logistic loss, accuracy and balanced accuracy of the one-layer model on
-    ``counts``.
+    ``counts`` (a :class:`TokenCounts` over ``E``'s vocabulary) with -1/+1 ``labels``.
 
     Balanced accuracy is the mean of the accuracies on the positive and on the negative
     sequences, the number to read on an imbalanced corpus (0.5 for a constant
-    classifier).
+    classifier); when only one class occurs it is the accuracy on that class.
     """
-    with torch.no_grad():
-        f = count_attention_output(params["E"], params["p"], params["v"], counts)
-        y = labels.to(f.dtype)
-        correct = (f * y) > 0
-        pos = y > 0
-        balanced = 0.5 * (
-            float(correct[pos].double().mean()) + float(correct[~pos].double().mean())
-        )
-        return {
-            "loss": float(logistic_loss(f, y)),
-            "accuracy": accuracy(f, y),
-            "balanced_accuracy": balanced,
-        }
+    f, y = _outputs_and_labels(params, counts, labels)
+    correct = (f * y) > 0
+    pos = y > 0
+    per_class = [correct[m].double().mean() for m in (pos, ~pos) if bool(m.any())]
+    return {
+        "loss": float(logistic_loss(f, y)),
+        "accuracy": accuracy(f, y),
+        "balanced_accuracy": float(sum(per_class)) / len(per_class),
+    }
 
 
 def document_outcomes(
-    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
+    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: object
 ) -> dict[str, np.ndarray]:
     """Per-document logistic loss ``log(1 + exp(-y f))`` and correctness (``y f > 0``,
     as 0/1) of the one-layer model, as float64 NumPy arrays (their means are
-    :func:`evaluate_binary`'s
-    loss and accuracy)."""
-    with torch.no_grad():
-        f = count_attention_output(params["E"], params["p"], params["v"], counts)
-        margin = labels.to(device=f.device, dtype=f.dtype) * f
-        loss = torch.nn.functional.softplus(-margin)
+    :func:`evaluate_binary`'s loss and accuracy); ``labels`` are -1/+1."""
+    f, y = _outputs_and_labels(params, counts, labels)
+    margin = y * f
+    loss = torch.nn.functional.softplus(-margin)
     return {
-        "loss": loss.detach().to("cpu", torch.float64).numpy(),
+        "loss": loss.to("cpu", torch.float64).numpy(),
         "correct": (margin > 0).to("cpu", torch.float64).numpy(),
     }
 

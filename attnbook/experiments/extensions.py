@@ -11,7 +11,7 @@ statistics.
   (``shape="monotone"``) or against the absolute importance (``shape="u"``, the U-shape
   of ``E_s . p``).
 
-The binned figures use :func:`attnbook.experiments.importance.plot_binned`.
+The binned figures use :func:`attnbook.book.plotting.plot_binned`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from attnbook.data.corpus import STAR_COLUMNS, build_review_corpus
 from attnbook.data.reviews import load_reviews
-from attnbook.engine.counts import TokenCounts
+from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 from attnbook.experiments.importance import (
     bin_statistics,
     bootstrap_rank_correlation,
@@ -35,6 +35,7 @@ __all__ = [
     "class_importance",
     "subsample_corpus",
     "bin_monotonicity",
+    "real_array",
     "trend_statistics",
 ]
 
@@ -82,11 +83,23 @@ def class_importance(
     """``(V, K)`` one-vs-rest importance: column ``k`` is
     :func:`attnbook.experiments.importance.token_importance` (class-balanced) with class
     ``k`` as the positive class and all other classes as negative."""
+    if not isinstance(counts, TokenCounts):
+        raise ArgumentTypeError(
+            f"counts must be a TokenCounts, got {type(counts).__name__}"
+        )
+    n_classes = check_count(n_classes, "n_classes", minimum=2)
     y = np.asarray(classes)
+    if y.dtype.kind not in "iu":
+        raise ArgumentTypeError(f"classes must be integer class ids, got {y.dtype}")
     if y.ndim != 1 or y.size != counts.n_sequences:
         raise ValueError("classes must be a 1-D array with one class id per sequence")
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"class ids must lie in [0, {n_classes})")
+    missing = sorted(set(range(n_classes)) - set(y.tolist()))
+    if missing:
+        raise ValueError(
+            f"classes {missing} occur in no sequence: their importance is undefined"
+        )
     return np.stack(
         [token_importance(counts, np.where(y == k, 1, -1)) for k in range(n_classes)], 1
     )
@@ -98,6 +111,10 @@ def subsample_corpus(
     """A random subset (``n_train`` training, ``n_test`` test reviews) of ``imdb`` or
     ``yelp``, encoded over a vocabulary built on the training subset (document frequency
     >= ``min_df``), as a :class:`attnbook.data.corpus.ReviewCorpus`."""
+    n_train, n_test = check_count(n_train, "n_train"), check_count(n_test, "n_test")
+    min_df = check_count(min_df, "min_df")
+    if not isinstance(rng, np.random.Generator):
+        raise ArgumentTypeError("rng must be a numpy.random.Generator")
     splits = {s: load_reviews(name, s) for s in ("train", "test")}
     picks = {}
     for split, size in (("train", n_train), ("test", n_test)):
@@ -123,6 +140,15 @@ def subsample_corpus(
     )
 
 
+def real_array(x: object, what: str) -> np.ndarray:
+    """``x`` (NumPy or torch) as a float64 array of real numbers (NaN allowed: it
+    marks a token to leave out); ``what`` names it in the errors."""
+    raw = x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+    if raw.dtype.kind not in "biuf":
+        raise ArgumentTypeError(f"{what} must hold real numbers, got dtype {raw.dtype}")
+    return raw.astype(np.float64)
+
+
 def bin_monotonicity(
     x: object,
     values: object,
@@ -135,6 +161,7 @@ def bin_monotonicity(
     """Fraction of consecutive pairs of bins (each with at least ``min_count`` tokens)
     whose mean of ``values`` increases: 1 for an increasing profile, 0.5 for no
     trend."""
+    min_count = check_count(min_count, "min_count")
     stats = bin_statistics(x, values, n_bins, lo, hi)
     means = stats.loc[stats["count"] >= min_count, "mean"].to_numpy()
     if means.size < 2:
@@ -158,8 +185,8 @@ def trend_statistics(
     U-shape. Tokens with NaN importance are left out. Returns ``rho, low, high,
     monotone, n_tokens``.
     """
-    x = np.asarray(importance, dtype=np.float64)
-    v = np.asarray(values, dtype=np.float64)
+    x = real_array(importance, "importance")
+    v = real_array(values, "values")
     if x.shape != v.shape or x.ndim != 1:
         raise ValueError("importance and values must be 1-D arrays of one length")
     keep = np.isfinite(x) & np.isfinite(v)

@@ -45,6 +45,8 @@ The figures of binned scores are :func:`attnbook.book.plotting.plot_binned` and
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +55,7 @@ import torch
 from scipy.stats import rankdata
 
 from attnbook.data.labels import as_signed_labels
-from attnbook.engine.counts import TokenCounts
+from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 
 __all__ = [
     "finite_array",
@@ -70,11 +72,11 @@ __all__ = [
 ]
 
 
-def _signed_numpy(labels: object, n: int) -> np.ndarray:
+def _signed_numpy(labels: object, n: int, both: bool = True) -> np.ndarray:
     """Labels in {-1, +1} (checked by :func:`attnbook.data.labels.as_signed_labels`) as
-    an int64 array; both classes must occur."""
+    an int64 array; with ``both``, both classes must occur."""
     out = as_signed_labels(labels, n).cpu().numpy().astype(np.int64)
-    if np.unique(out).size < 2:
+    if both and np.unique(out).size < 2:
         raise ValueError("labels hold a single class: importance is undefined")
     return out
 
@@ -87,8 +89,10 @@ def document_class_counts(
     ``labels`` are +-1 (NumPy or torch), one per row of ``counts``.
     """
     if not isinstance(counts, TokenCounts):
-        raise ValueError(f"counts must be a TokenCounts, got {type(counts).__name__}")
-    y = _signed_numpy(labels, counts.n_sequences)
+        raise ArgumentTypeError(
+            f"counts must be a TokenCounts, got {type(counts).__name__}"
+        )
+    y = _signed_numpy(labels, counts.n_sequences, both=False)
     rows = counts.row_ids.cpu().numpy()
     toks = counts.token_ids.cpu().numpy()
     positive = y[rows] == 1
@@ -125,8 +129,13 @@ def finite_array(x: object, what: str) -> np.ndarray:
     """``x`` (NumPy or torch) as a non-empty, finite, 1-D float64 array; ``what`` names
     it in the errors."""
     if isinstance(x, torch.Tensor):
+        if x.dtype.is_complex:
+            raise ArgumentTypeError(f"{what} must be real, got dtype {x.dtype}")
         x = x.detach().cpu().double().numpy()
-    arr = np.asarray(x, dtype=np.float64)
+    raw = np.asarray(x)
+    if raw.dtype.kind not in "biuf":
+        raise ArgumentTypeError(f"{what} must hold real numbers, got dtype {raw.dtype}")
+    arr = raw.astype(np.float64)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{what} must be a non-empty 1-D array, got shape {arr.shape}")
     if not np.isfinite(arr).all():
@@ -135,8 +144,12 @@ def finite_array(x: object, what: str) -> np.ndarray:
 
 
 def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be positive, got {n_bins}")
+    n_bins = check_count(n_bins, "n_bins")
+    for name, value in (("lo", lo), ("hi", hi)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
     if not hi > lo:
         raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
     if x.min() < lo or x.max() > hi:
@@ -264,8 +277,8 @@ def bootstrap_rank_correlation(
     ys = finite_array(y, "y")
     if xs.shape != ys.shape or xs.size < 3:
         raise ValueError("x and y must have the same length, at least 3")
-    if n_boot < 10:
-        raise ValueError(f"n_boot must be at least 10, got {n_boot}")
+    n_boot = check_count(n_boot, "n_boot", minimum=10)
+    chunk = check_count(chunk, "chunk")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     if not isinstance(rng, np.random.Generator):

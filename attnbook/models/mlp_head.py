@@ -22,13 +22,17 @@ from dataclasses import dataclass
 import torch
 
 from attnbook.engine.counts import (
+    ArgumentTypeError,
     TokenCounts,
     as_token_counts,
     padded_token_ids,
 )
 from attnbook.engine.segments import segment_max
 from attnbook.models.parameters import (
+    check_finite,
+    check_finite_scores,
     check_parameter_dict,
+    check_parameters,
     init_parameters,
     one_layer_layout,
 )
@@ -90,7 +94,7 @@ class PooledIndex:
     @classmethod
     def build(cls, counts: TokenCounts) -> "PooledIndex":
         if not isinstance(counts, TokenCounts):
-            raise ValueError(
+            raise ArgumentTypeError(
                 f"counts must be a TokenCounts, got {type(counts).__name__}"
             )
         rows = counts.row_ids
@@ -171,11 +175,21 @@ def pooled_embedding(
     E, p).
 
     Pass a :class:`PooledIndex` (built once per corpus) when calling it repeatedly.
+    ``E`` (V, d) and ``p`` (d,) are float tensors of one dtype and device; the counts
+    must be over exactly ``V`` tokens.
     """
+    check_parameters(E, p, p)
     index = counts if isinstance(counts, PooledIndex) else PooledIndex.build(counts)
+    if index.counts.vocab_size != E.shape[0]:
+        raise ValueError(
+            f"counts were built for a vocabulary of {index.counts.vocab_size} tokens, "
+            f"but E has {E.shape[0]} rows"
+        )
     index = index.to(E.device)
     c = index.counts
-    a_tok = (E @ p)[c.token_ids]
+    scores = E @ p
+    check_finite_scores(scores, E=E, p=p)
+    a_tok = scores[c.token_ids]
     rows = index.rows
     n = c.n_sequences
     shift = segment_max(a_tok, rows, n)
@@ -185,6 +199,7 @@ def pooled_embedding(
 
 
 def _head(params: dict[str, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
+    check_finite(A=params["A"], c=params["c"], v=params["v"])
     return torch.relu(z @ params["A"].T + params["c"]) @ params["v"]
 
 
@@ -209,6 +224,7 @@ def dense_mlp_attention_output(
     """``f(X_i)`` by padding, one embedding per position and a masked softmax (the
     reference)."""
     check_mlp_parameters(params)
+    check_finite(**params)
     E = params["E"]
     ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
     x = E[ids]
@@ -221,4 +237,5 @@ def token_value_scores(params: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(V,)`` ``g_s = v . relu(A E_s + c)``: the output on a sequence of token ``s``
     alone."""
     check_mlp_parameters(params)
+    check_finite(**params)
     return _head(params, params["E"])

@@ -12,10 +12,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnbook.engine.counts import TokenCounts, as_token_counts
-from attnbook.engine.segments import segment_max
-from attnbook.models.attention import count_heads_output
-from attnbook.models.parameters import check_parameters
+from attnbook.engine.counts import ArgumentTypeError, as_token_counts, check_count
+from attnbook.models.count_engine import count_heads_output
+from attnbook.models.parameters import (
+    check_finite,
+    check_float_tensor,
+    check_head_matrix,
+    check_parameters,
+)
 
 __all__ = [
     "multiclass_layout",
@@ -31,8 +35,7 @@ def multiclass_layout(
     """The K-class model: ``E`` (V, d), ``p`` (d,) and ``W`` (d, K), all with std
     ``scale / sqrt(d)`` (a layout for
     :func:`attnbook.models.parameters.init_parameters`)."""
-    if n_classes < 2:
-        raise ValueError(f"n_classes must be at least 2, got {n_classes}")
+    check_count(n_classes, "n_classes", minimum=2)
     std = scale / dim**0.5
     return {
         "E": ((vocab_size, dim), std),
@@ -45,35 +48,13 @@ def multiclass_output(
     E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, sequences: object
 ) -> torch.Tensor:
     """``(n, K)`` class scores ``f_k(X_i)`` by the count engine (one fused pass ``E @
-    [p, W]``)."""
-    if not isinstance(W, torch.Tensor) or W.ndim != 2:
-        raise ValueError("W must be a (d, K) tensor")
+    [p, W]``); ``sequences`` a list of token-id sequences or a
+    :class:`~attnbook.engine.counts.TokenCounts` over ``V`` tokens. Checks its
+    arguments as :func:`attnbook.models.count_engine.count_heads_output` does."""
+    check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
-    if W.shape[0] != E.shape[1] or W.dtype != E.dtype or W.device != E.device:
-        raise ValueError(f"W must be ({E.shape[1]}, K) with E's dtype and device")
-    counts: TokenCounts = as_token_counts(sequences, E.shape[0]).to(E.device)
-    out = count_heads_output(E, p, W, counts)  # two sparse products per gradient
-    if out is not None:
-        return out
-    return _multiclass_row_shift(E, p, W, counts)
-
-
-def _multiclass_row_shift(
-    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
-) -> torch.Tensor:
-    """The same scores with a per-row max shift (for very large ``||p||``)."""
-    scores = E @ torch.cat((p[:, None], W), dim=1)  # (V, 1 + K)
-    a_tok = scores[counts.token_ids, 0]
-    b_tok = scores[counts.token_ids, 1:]
-    rows = counts.row_ids
-    n = counts.n_sequences
-    shift = segment_max(a_tok, rows, n)
-    w = counts.counts.to(E.dtype) * torch.exp(a_tok - shift[rows])
-    den = torch.zeros(n, dtype=E.dtype, device=E.device).index_add(0, rows, w)
-    num = torch.zeros(n, W.shape[1], dtype=E.dtype, device=E.device).index_add(
-        0, rows, w[:, None] * b_tok
-    )
-    return num / den[:, None]
+    counts = as_token_counts(sequences, E.shape[0])
+    return count_heads_output(E, p, W, counts)  # two sparse products per gradient
 
 
 def as_class_labels(
@@ -81,13 +62,20 @@ def as_class_labels(
 ) -> torch.Tensor:
     """Labels as an int64 tensor after checking they lie in ``{0, ..., n_classes -
     1}``."""
-    y = (
-        labels.detach().cpu()
-        if isinstance(labels, torch.Tensor)
-        else torch.from_numpy(np.asarray(labels))
-    )
+    n_classes = check_count(n_classes, "n_classes", minimum=2)
+    if isinstance(labels, torch.Tensor):
+        y = labels.detach().cpu()
+    else:
+        arr = np.asarray(labels)
+        if arr.dtype.kind not in "iu":
+            raise ArgumentTypeError(
+                "labels must be a non-empty 1-D array of integer class ids, got dtype "
+                f"{arr.dtype}"
+            )
+        y = torch.from_numpy(arr.astype(np.int64))
     if (
         y.dtype.is_floating_point
+        or y.dtype.is_complex
         or y.dtype == torch.bool
         or y.ndim != 1
         or y.numel() == 0
@@ -104,5 +92,16 @@ def as_class_labels(
 
 
 def cross_entropy_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``(n, K)`` scores against class ids."""
-    return torch.nn.functional.cross_entropy(scores, labels.to(scores.device))
+    """Mean cross-entropy of ``(n, K)`` scores against class ids in ``{0, ...,
+    K-1}`` (checked by :func:`as_class_labels`)."""
+    check_float_tensor(scores, "scores")
+    if scores.ndim != 2 or scores.shape[1] < 2 or scores.shape[0] == 0:
+        raise ValueError(
+            f"scores must have shape (n, K) with n >= 1, K >= 2, got "
+            f"{tuple(scores.shape)}"
+        )
+    y = as_class_labels(labels, scores.shape[1], scores.shape[0])
+    loss = torch.nn.functional.cross_entropy(scores, y.to(scores.device))
+    if not bool(torch.isfinite(loss)):
+        check_finite(scores=scores)
+    return loss

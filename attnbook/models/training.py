@@ -7,14 +7,19 @@ metrics, and stops early when a user rule says so.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import torch
 
-from attnbook.engine.counts import TokenCounts
+from attnbook.data.labels import as_signed_labels
+from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 from attnbook.models.attention import count_attention_output
+from attnbook.models.count_engine import check_counts
 from attnbook.models.losses import logistic_loss
+from attnbook.models.parameters import check_parameters
 
 __all__ = [
     "OPTIMIZERS",
@@ -30,8 +35,15 @@ def binary_loss_closure(
     params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
 ) -> Callable[[], torch.Tensor]:
     """Closure returning the full-batch logistic loss of the one-layer model on
-    ``counts``."""
-    y = labels.to(params["E"].dtype)
+    ``counts``.
+
+    ``params`` holds ``E``, ``p`` and ``v`` (checked as by
+    :func:`attnbook.models.parameters.check_parameters`), ``counts`` is a
+    :class:`TokenCounts` over ``E``'s vocabulary and ``labels`` are -1/+1, one per
+    sequence (checked here once, and again, cheaply, at every call)."""
+    E, p, v = _one_layer_parameters(params)
+    check_counts(counts, E.shape[0])
+    y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
 
     def loss() -> torch.Tensor:
         return logistic_loss(
@@ -39,6 +51,21 @@ def binary_loss_closure(
         )
 
     return loss
+
+
+def _one_layer_parameters(
+    params: Mapping[str, torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if not isinstance(params, Mapping):
+        raise ArgumentTypeError(
+            f"params must be a mapping with keys 'E', 'p', 'v', got "
+            f"{type(params).__name__}"
+        )
+    missing = sorted({"E", "p", "v"} - set(params))
+    if missing:
+        raise ValueError(f"params lacks {missing}")
+    check_parameters(params["E"], params["p"], params["v"])
+    return params["E"], params["p"], params["v"]
 
 
 @dataclass
@@ -104,20 +131,52 @@ def fit(
     copies of all parameters (``best_params``); the first of equal values is kept.
     ``params`` still end at the last step.
     """
-    if steps < 0:
-        raise ValueError(f"steps must be non-negative, got {steps}")
-    if optimizer not in OPTIMIZERS:
+    steps = check_count(steps, "steps", minimum=0)
+    eval_every = check_count(eval_every, "eval_every")
+    if (
+        isinstance(lr, bool)
+        or not isinstance(lr, numbers.Real)
+        or not 0 < lr < math.inf
+    ):
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    for name, fn in (("loss_fn", loss_fn), ("evaluate", evaluate), ("stop", stop)):
+        if not callable(fn) and not (fn is None and name != "loss_fn"):
+            raise ArgumentTypeError(f"{name} must be callable, got {type(fn).__name__}")
+    if not isinstance(params, Mapping) or not params:
+        raise ArgumentTypeError(
+            "params must be a non-empty mapping of names to tensors"
+        )
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(
             f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}"
         )
+    if keep_best is not None and not isinstance(keep_best, str):
+        raise ArgumentTypeError(f"keep_best must be a metric name, got {keep_best!r}")
     if keep_best is not None and evaluate is None:
         raise ValueError(
             "keep_best needs an evaluate function that returns that metric"
         )
-    names = tuple(params) if trainable is None else trainable
+    if trainable is not None and (
+        not isinstance(trainable, (tuple, list))
+        or not all(isinstance(n, str) for n in trainable)
+    ):
+        raise ArgumentTypeError(
+            "trainable must be a tuple of parameter names, e.g. ('E', 'p'), got "
+            f"{trainable!r}"
+        )
+    names = tuple(params) if trainable is None else tuple(trainable)
     unknown = set(names) - set(params)
     if unknown:
         raise ValueError(f"unknown trainable parameters {sorted(unknown)}")
+    if not names:
+        raise ValueError("trainable names no parameter: nothing to train")
+    for name, t in params.items():
+        if not isinstance(t, torch.Tensor) or not t.is_leaf:
+            raise ArgumentTypeError(f"params[{name!r}] must be a leaf torch tensor")
+        if name in names and not t.dtype.is_floating_point:
+            raise ArgumentTypeError(
+                f"params[{name!r}] has dtype {t.dtype}; a trained tensor must be float"
+            )
     for name, t in params.items():
         t.requires_grad_(name in names)
     opt = OPTIMIZERS[optimizer]([params[n] for n in names], lr)

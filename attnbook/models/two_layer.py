@@ -37,11 +37,15 @@ import numpy as np
 import torch
 
 from attnbook.engine.counts import (
+    ArgumentTypeError,
     TokenCounts,
     as_token_counts,
+    check_count,
     padded_token_ids,
 )
 from attnbook.models.parameters import (
+    check_finite,
+    check_finite_scores,
     check_parameter_dict,
     init_parameters,
     one_layer_layout,
@@ -128,9 +132,10 @@ def pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
     them into blocks of at most ``max_slots`` query-key slots (``b m^2``; one sequence
     per block at least)."""
     if not isinstance(counts, TokenCounts):
-        raise ValueError(f"counts must be a TokenCounts, got {type(counts).__name__}")
-    if max_slots < 1:
-        raise ValueError(f"max_slots must be positive, got {max_slots}")
+        raise ArgumentTypeError(
+            f"counts must be a TokenCounts, got {type(counts).__name__}"
+        )
+    max_slots = check_count(max_slots, "max_slots")
     indptr = counts.indptr.cpu().numpy()
     toks = counts.token_ids.cpu().numpy()
     cnts = counts.counts.cpu().numpy()
@@ -197,6 +202,8 @@ def two_layer_output(
     scalars = E @ torch.stack(
         (q, params["v"]), dim=1
     )  # (V, 2): u_t = E_t.q, b_t = E_t.v
+    check_finite_scores(scalars, E=E, p=params["p"], v=params["v"], W2=params["W2"])
+    check_finite(W1=W1)
     outs, pieces = [], []
     for rows, ids, logc in zip(blocks.rows, blocks.ids, blocks.log_counts):
         logc = logc.to(E.dtype)
@@ -222,6 +229,7 @@ def dense_two_layer_output(
     """``f(X_i)`` by padding, one embedding per position and masked softmaxes (the
     reference)."""
     check_two_layer_parameters(params)
+    check_finite(**params)
     E = params["E"]
     ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
     x = E[ids]  # (n, T, d)

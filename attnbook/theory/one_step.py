@@ -27,18 +27,22 @@ import numpy as np
 import torch
 
 from attnbook.data.labels import as_signed_labels
-from attnbook.engine.counts import as_token_counts
-from attnbook.models.attention import (
-    count_attention_output,
-    count_softmax_terms,
-)
+from attnbook.engine.counts import ArgumentTypeError, as_token_counts, check_count
+from attnbook.models.attention import count_attention_output
+from attnbook.models.count_engine import row_terms
 from attnbook.models.losses import logistic_loss
 from attnbook.models.multiclass import (
     as_class_labels,
     cross_entropy_loss,
     multiclass_output,
 )
-from attnbook.models.parameters import check_parameters
+from attnbook.models.parameters import (
+    check_finite,
+    check_finite_scores,
+    check_float_tensor,
+    check_head_matrix,
+    check_parameters,
+)
 
 __all__ = [
     "one_step_coefficients",
@@ -54,7 +58,8 @@ __all__ = [
 
 def _check_eta(eta: float) -> float:
     if (
-        not isinstance(eta, (int, float, np.floating))
+        isinstance(eta, bool)
+        or not isinstance(eta, (int, float, np.floating, np.integer))
         or not np.isfinite(eta)
         or eta <= 0
     ):
@@ -64,12 +69,14 @@ def _check_eta(eta: float) -> float:
 
 def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor, ...]:
     if not isinstance(params, Mapping):
-        raise ValueError(
+        raise ArgumentTypeError(
             "params must be a mapping with keys 'E', 'p' and " + repr(head)
         )
     missing = {"E", "p", head} - set(params)
     if missing:
         raise ValueError(f"params lacks {sorted(missing)}")
+    for name in ("E", "p", head):
+        check_float_tensor(params[name], name)
     return params["E"].detach(), params["p"].detach(), params[head].detach()
 
 
@@ -87,19 +94,16 @@ def one_step_coefficients(
     E, p, v = E.detach(), p.detach(), v.detach()
     counts = as_token_counts(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
-    w, b_tok, den, rows = count_softmax_terms(E, p, v, counts)
-    pi = w / den[rows]  # attention mass of every stored entry
-    f = torch.zeros_like(den).index_add(0, rows, pi * b_tok)
+    terms = row_terms(E, p, v[:, None], counts)  # relative to each row's top token
+    rows, tok, pi = terms.rows, terms.tokens, terms.pi
+    b_tok = terms.B[tok, 0]
+    f = torch.zeros_like(terms.gap[:, 0]).index_add(0, rows, pi * b_tok)
     g = y * torch.sigmoid(-y * f)  # minus the derivative of the loss in f
-    n = counts.n_sequences
-    V = E.shape[0]
-    weight = g[rows] * pi / n
-    c_v = torch.zeros(V, dtype=E.dtype, device=E.device).index_add(
-        0, counts.token_ids, weight
-    )
-    c_p = torch.zeros(V, dtype=E.dtype, device=E.device).index_add(
-        0, counts.token_ids, weight * (b_tok - f[rows])
-    )
+    weight = g[rows] * pi / counts.n_sequences
+    zeros = torch.zeros(E.shape[0], dtype=E.dtype, device=E.device)
+    c_v = zeros.index_add(0, tok, weight)
+    # b_s - f_i relative to the row's top token: accurate once attention is one-hot
+    c_p = zeros.index_add(0, tok, weight * (terms.db[:, 0] - terms.gap[rows, 0]))
     return c_v, c_p
 
 
@@ -121,7 +125,9 @@ def first_order_coefficients(
     E, p, v = E.detach(), p.detach(), v.detach()
     counts = as_token_counts(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
-    a, b = (E @ torch.stack((p, v), dim=1)).unbind(1)
+    scores = E @ torch.stack((p, v), dim=1)
+    check_finite_scores(scores, E=E, p=p, v=v)
+    a, b = scores.unbind(1)
     rows, tok = counts.row_ids, counts.token_ids
     n, V = counts.n_sequences, E.shape[0]
     share = counts.counts.to(E.dtype) / counts.lengths.to(E.dtype)[rows]
@@ -154,6 +160,8 @@ def one_gradient_step(
     """
     eta = _check_eta(eta)
     E, p, v = _params(params, "v")
+    if method not in ("closed_form", "autograd"):
+        raise ValueError(f"method must be 'closed_form' or 'autograd', got {method!r}")
     if method == "closed_form":
         c_v, c_p = one_step_coefficients(E, p, v, counts, labels)
         return E + eta * (c_v[:, None] * v[None, :] + c_p[:, None] * p[None, :])
@@ -176,8 +184,8 @@ def one_gradient_step_multiclass(
     new ``(V, d)``."""
     eta = _check_eta(eta)
     E, p, W = _params(params, "W")
-    if W.ndim != 2:
-        raise ValueError("W must be a (d, K) tensor")
+    check_head_matrix(W, E)
+    check_parameters(E, p, W[:, 0])
     counts = as_token_counts(counts, E.shape[0]).to(E.device)
     y = as_class_labels(labels, W.shape[1], counts.n_sequences).to(E.device)
     E_var = E.clone().requires_grad_(True)
@@ -207,6 +215,7 @@ def predicted_cls_alignment(
     alpha, v, p = _as_tensor(alpha, "alpha"), _as_tensor(v, "v"), _as_tensor(p, "p")
     if alpha.ndim != 1 or v.ndim != 1 or p.shape != v.shape:
         raise ValueError("alpha must be (V,), v and p must be (d,) of one shape")
+    p = p.to(dtype=v.dtype, device=v.device)
     return 0.5 * eta * alpha.to(v.dtype).to(v.device) * (v @ p)
 
 
@@ -215,8 +224,7 @@ def class_signed_frequency(
 ) -> torch.Tensor:
     """``(V, K)`` float64: ``gamma_sk = (1/n) sum_i (n_s(X_i) / T_i) (1{y_i = k} -
     1/K)``."""
-    if not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
-        raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+    n_classes = check_count(n_classes, "n_classes", minimum=2)
     counts = as_token_counts(counts, vocab_size).to("cpu")
     y = as_class_labels(labels, int(n_classes), counts.n_sequences)
     rows = counts.row_ids
@@ -250,13 +258,24 @@ def predicted_class_alignment(
 
 
 def _as_tensor(x: object, name: str) -> torch.Tensor:
+    """``x`` as a dense, non-empty, finite float32/float64 tensor (integers and
+    non-tensors become float64)."""
     if isinstance(x, torch.Tensor):
         t = x.detach()
+        if t.layout != torch.strided:
+            raise ArgumentTypeError(f"{name} must be a dense tensor")
     else:
         try:
             t = torch.as_tensor(np.asarray(x, dtype=np.float64))
         except (TypeError, ValueError) as err:
             raise ValueError(f"{name} must be numeric") from err
+    if t.dtype.is_complex or t.dtype == torch.bool:
+        raise ArgumentTypeError(f"{name} must be real, got dtype {t.dtype}")
     if not t.dtype.is_floating_point:
         t = t.to(torch.float64)
+    if t.dtype not in (torch.float32, torch.float64):
+        raise ArgumentTypeError(f"{name} has dtype {t.dtype}; use float32 or float64")
+    if t.numel() == 0:
+        raise ValueError(f"{name} is empty")
+    check_finite(**{name: t})
     return t

@@ -7,13 +7,15 @@ slopes)."""
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from attnbook.engine.counts import TokenCounts
+from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 from attnbook.models.parameters import init_parameters
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.one_step import (
@@ -81,12 +83,20 @@ def init_one_step(
     head do not depend on it; exactly zero when ``cls_scale == 0``), and the head i.i.d.
     ``N(0, head_scale^2 / d)``. The tensors are plain (no gradient required).
     """
+    scales = dict(init_scale=init_scale, head_scale=head_scale, cls_scale=cls_scale)
+    for name, value in scales.items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(value)
+        ):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
     if not init_scale > 0 or not head_scale > 0 or not cls_scale >= 0:
         raise ValueError(
             "init_scale and head_scale must be positive, cls_scale non-negative"
         )
-    if n_classes is not None and n_classes < 2:
-        raise ValueError(f"n_classes must be at least 2, got {n_classes}")
+    if n_classes is not None:
+        n_classes = check_count(n_classes, "n_classes", minimum=2)
     layout = functools.partial(
         one_step_layout, head_scale=head_scale, n_classes=n_classes
     )
@@ -160,7 +170,11 @@ def seeded_one_step_init(
 ) -> dict[str, torch.Tensor]:
     """:func:`init_one_step` for the vocabulary of ``counts``, from a torch generator
     seeded with ``seed``."""
-    gen = torch.Generator().manual_seed(int(seed))
+    if not isinstance(counts, TokenCounts):
+        raise ArgumentTypeError(
+            f"counts must be a TokenCounts, got {type(counts).__name__}"
+        )
+    gen = torch.Generator().manual_seed(check_count(seed, "seed", minimum=0))
     return init_one_step(counts.vocab_size, dim, generator=gen, **options)
 
 
@@ -325,9 +339,15 @@ def predicted_pearson(
     ||v||^2 / d)``, independent across tokens: ``sd(pred) / sqrt(sd(pred)^2 +
     init_scale^2 ||v||^2 / d)``."""
     pred = np.asarray(prediction, dtype=np.float64).ravel()
-    if pred.size < 2 or not init_scale >= 0 or not head_norm_sq > 0 or dim < 1:
+    dim = check_count(dim, "dim")
+    if (
+        pred.size < 2
+        or not np.isfinite(pred).all()
+        or not 0 <= init_scale < math.inf
+        or not 0 < head_norm_sq < math.inf
+    ):
         raise ValueError(
-            "need >= 2 predictions, init_scale >= 0, head_norm_sq > 0, dim >= 1"
+            "need >= 2 finite predictions, finite init_scale >= 0 and head_norm_sq > 0"
         )
     signal = float(pred.std())
     noise = init_scale**2 * head_norm_sq / dim
@@ -340,6 +360,8 @@ def pearson(x: object, y: object) -> float:
     b = np.asarray(y, dtype=np.float64).ravel()
     if a.shape != b.shape or a.size < 2:
         raise ValueError("pearson needs two arrays of the same length >= 2")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("pearson needs finite values")
     if a.std() == 0 or b.std() == 0:
         raise ValueError("pearson is undefined for a constant array")
     return float(np.corrcoef(a, b)[0, 1])

@@ -1,0 +1,235 @@
+"""The count engine of the attention models: outputs of every head and their gradients.
+
+For ``K`` heads (the columns of ``W``, ``(d, K)``; the binary model has ``K = 1``, ``W =
+v``) and a corpus of token counts ``A`` (``(n, V)``), with the scores ``a = E p`` and
+``B = E W`` (one fused pass ``E @ [p, W]``),
+
+    f_ik = sum_s pi_is B_sk,    pi_is = A_is exp(a_s) / sum_t A_it exp(a_t).
+
+Two ways to compute it, chosen per call:
+
+- **vocabulary shift** (fast): ``u = exp(a - max_s a_s)``, then one sparse product ``A @
+  [u, u * B]`` gives the normaliser and the numerators of every row. Exact by shift
+  invariance; accurate as long as no row's mass underflows, which is checked (``den_i >=
+  T_i sqrt(tiny)``).
+- **row shift**: every row relative to its own top-scoring token ``r_i``: ``pi`` from
+  ``exp(a_s - a_{r_i})`` and
+
+      f_i - B_{r_i} = sum_s pi_is (B_s - B_{r_i}),
+      d f_i / d a_s = pi_is ((B_s - B_{r_i}) - (f_i - B_{r_i})),
+
+  as in :mod:`attnbook.theory.flow`. Once attention is one-hot the derivative in ``a``
+  is exponentially small; written this way it keeps full relative precision, while ``B_s
+  - f_i`` formed from ``f_i`` itself is rounding error of order ``eps |B|``, which the
+  gradient of ``E`` multiplies by ``||p||``.
+
+The vocabulary shift's backward forms ``pi (B - f)`` as a difference of two products
+(two sparse products per gradient, no per-entry work). Its rounding error relative to
+the gradient's scale is at most about ``eps ||p|| max|B| / min_k ||W_k||``; when that
+ratio exceeds :data:`CANCELLATION_LIMIT` the backward uses the row-shift formula
+instead. The five passes over memory (the scores, the two count products, the write of
+``dE`` and ``E^T [G_a, G_B]``) are those of :mod:`attnbook.engine.kernels`, called in
+their unchecked form: :func:`count_heads_output` has checked everything they rely on.
+
+:func:`count_heads_output` is the entry point. It checks shapes, dtypes, devices and the
+vocabulary of the counts before any compiled pass runs, and non-finite values from the
+scores it computes anyway (a NaN or infinity in ``E`` makes its row's score non-finite),
+so that the check costs no extra pass over ``E``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from attnbook.engine import kernels
+from attnbook.engine.counts import ArgumentTypeError, TokenCounts
+from attnbook.engine.memory import gradient_buffer
+from attnbook.engine.segments import segment_max
+from attnbook.models.parameters import (
+    check_finite_scores,
+    check_head_matrix,
+    check_parameters,
+)
+
+__all__ = [
+    "CANCELLATION_LIMIT",
+    "RowTerms",
+    "check_counts",
+    "count_heads_output",
+    "row_terms",
+]
+
+#: Largest ``||p|| max|B| / min_k ||W_k||`` for which the vocabulary-shift backward
+#: is used: its error relative to the gradient's scale stays below about 1000 ``eps``.
+CANCELLATION_LIMIT = 512.0
+
+
+def check_counts(counts: object, vocab_size: int, name: str = "counts") -> TokenCounts:
+    """``counts`` if it is a :class:`TokenCounts` over exactly ``vocab_size`` tokens;
+    raise otherwise (``name`` names the argument in the message)."""
+    if not isinstance(counts, TokenCounts):
+        raise ArgumentTypeError(
+            f"{name} must be a TokenCounts, got {type(counts).__name__}"
+        )
+    if counts.vocab_size != vocab_size:
+        raise ValueError(
+            f"{name} was built for a vocabulary of {counts.vocab_size} tokens, but E "
+            f"has {vocab_size} rows"
+        )
+    return counts
+
+
+class RowTerms:
+    """The row-shift quantities of every stored entry ``k`` (row ``rows[k]``, token
+    ``tokens[k]``): attention mass ``pi`` (nnz,), ``db = B_s - B_{r_i}`` (nnz, K),
+    ``gap = f_i - B_{r_i}`` (n, K), the reference token ``ref`` (n,) of each row, the
+    outputs ``f`` (n, K) and the value scores ``B`` (V, K) themselves."""
+
+    def __init__(self, a: torch.Tensor, B: torch.Tensor, counts: TokenCounts):
+        tok, rows, n = counts.token_ids, counts.row_ids, counts.n_sequences
+        a_tok = a[tok]
+        shift = segment_max(a_tok, rows, n)
+        top = a_tok == shift[rows]
+        # the largest id among tied top tokens: any tied token would do, this one is
+        # deterministic
+        self.ref = torch.zeros(n, dtype=torch.int64, device=a.device).scatter_reduce(
+            0, rows[top], tok[top], reduce="amax", include_self=False
+        )
+        w = counts.float_counts(a.dtype) * torch.exp(a_tok - shift[rows])
+        den = torch.zeros(n, dtype=a.dtype, device=a.device).index_add_(0, rows, w)
+        self.pi = w / den[rows]
+        self.db = B[tok] - B[self.ref][rows]
+        self.gap = torch.zeros(
+            n, B.shape[1], dtype=a.dtype, device=a.device
+        ).index_add_(0, rows, self.pi[:, None] * self.db)
+        self.rows, self.tokens, self.B = rows, tok, B
+        self.f = B[self.ref] + self.gap
+
+    def score_gradient(self, g: torch.Tensor, vocab_size: int) -> torch.Tensor:
+        """``(V, 1 + K)``: the gradient of ``sum_ik g_ik f_ik`` in the scores ``a``
+        (column 0) and ``B`` (columns 1..K), from ``g`` (n, K)."""
+        c_B = self.pi[:, None] * g[self.rows]
+        c_a = (c_B * (self.db - self.gap[self.rows])).sum(dim=1)
+        out = torch.zeros(vocab_size, 1 + g.shape[1], dtype=g.dtype, device=g.device)
+        return out.index_add_(0, self.tokens, torch.cat((c_a[:, None], c_B), dim=1))
+
+
+def row_terms(
+    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+) -> RowTerms:
+    """:class:`RowTerms` of the model ``(E, p, W)`` on ``counts`` (no gradient),
+    after the checks of :func:`count_heads_output`."""
+    counts = _checked(E, p, W, counts)
+    with torch.no_grad():
+        scores = E @ torch.cat((p[:, None], W), dim=1)
+        check_finite_scores(scores, E=E, p=p, W=W)
+        return RowTerms(scores[:, 0], scores[:, 1:], counts)
+
+
+class _CountAttention(torch.autograd.Function):
+    """``f`` (n, K) with a hand-written backward (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, E, p, W, counts):  # type: ignore[override]
+        PW = torch.cat((p[None, :], W.t())).contiguous()  # (1 + K, d)
+        scores = kernels.scores_unchecked(E, PW)  # (V, 1 + K): one pass over E
+        a, B = scores[:, 0], scores[:, 1:]
+        u = torch.exp(a - a.max())
+        A, _ = counts.sparse_matrices(E.dtype)
+        nd = kernels.csr_times_unchecked(
+            A, torch.cat((u[:, None], u[:, None] * B), dim=1)
+        )
+        den, num = nd[:, 0], nd[:, 1:]
+        floor = counts.float_lengths(E.dtype) * torch.finfo(E.dtype).tiny ** 0.5
+        # one synchronisation for three facts: the scores' sum is finite unless some
+        # score is (a NaN or infinity in E, p or W reaches its row's score) or the sum
+        # overflows (checked exactly below); whether every row's mass is represented;
+        # the cancellation ratio of the module docstring
+        norms = torch.linalg.vector_norm(PW, dim=1)  # ||p||, ||W_1||, ..., ||W_K||
+        b_min, b_max = torch.aminmax(B)
+        covered = (den >= floor).all().to(E.dtype)
+        probe, covered, b_min, b_max, p_norm, *head = torch.cat(
+            (torch.stack((scores.sum(), covered, b_min, b_max)), norms)
+        ).tolist()
+        rho = p_norm * max(abs(b_min), abs(b_max))
+        if not math.isfinite(probe):
+            check_finite_scores(scores, E=E, p=p, W=W)
+        ctx.counts = counts
+        if covered:
+            ctx.rows = None
+            # the row-shift backward, built when it is needed
+            ctx.accurate = not rho <= CANCELLATION_LIMIT * min(head)
+            f = num / den[:, None]
+            ctx.save_for_backward(E, PW, a, B, u, den, f)
+            return f
+        ctx.rows = RowTerms(a, B, counts)
+        ctx.save_for_backward(E, PW)
+        return ctx.rows.f
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):  # type: ignore[override]
+        E, PW = ctx.saved_tensors[:2]
+        rows = ctx.rows
+        if rows is None and ctx.accurate:
+            a, B = ctx.saved_tensors[2:4]
+            rows = RowTerms(a, B, ctx.counts)
+        if rows is not None:
+            G = rows.score_gradient(g, E.shape[0])
+        else:
+            G = _vocabulary_shift_gradient(ctx, g)
+        dE = dp = dW = None
+        if ctx.needs_input_grad[0]:
+            dE = kernels.low_rank_unchecked(G, PW, gradient_buffer(E))  # one write
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+            GtE = kernels.weighted_rows_unchecked(E, G)  # (1 + K, d): one pass over E
+            dp, dW = GtE[0], GtE[1:].t()
+        return dE, dp, dW, None
+
+
+def _vocabulary_shift_gradient(ctx, g: torch.Tensor) -> torch.Tensor:
+    """``(V, 1 + K)`` ``[G_a, G_B]`` from two sparse products: with ``R = g / den``
+    and ``r_D = -sum_k R_k f_k``, ``A^T [r_D, R]`` gives ``(z_D, Z_N)`` per token;
+    ``G_B = u Z_N``, ``G_a = u (z_D + sum_k B_k Z_N,k)``."""
+    _, _, _, B, u, den, f = ctx.saved_tensors
+    _, At = ctx.counts.sparse_matrices(u.dtype)
+    R = g / den[:, None]
+    rD = -(R * f).sum(dim=1)
+    z = kernels.csr_times_unchecked(
+        At, torch.cat((rD[:, None], R), dim=1)
+    )  # (V, 1 + K)
+    G = torch.empty_like(z)
+    torch.mul(u[:, None], z[:, 1:], out=G[:, 1:])  # G_B
+    if B.shape[1] == 1:
+        torch.addcmul(z[:, 0], B[:, 0], z[:, 1], out=G[:, 0])
+    else:
+        torch.add(z[:, 0], (B * z[:, 1:]).sum(dim=1), out=G[:, 0])
+    G[:, 0].mul_(u)  # G_a
+    return G
+
+
+def _checked(
+    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: object
+) -> TokenCounts:
+    check_head_matrix(W, E)
+    check_parameters(E, p, W[:, 0])
+    return check_counts(counts, E.shape[0]).to(E.device)
+
+
+def count_heads_output(
+    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+) -> torch.Tensor:
+    """``(n, K)`` outputs ``f_ik = sum_s pi_is (E_s . W_k)`` of every row of ``counts``.
+
+    ``E`` (V, d), ``p`` (d,) and ``W`` (d, K) are float32 or float64 tensors of one
+    dtype and device; ``counts`` a :class:`TokenCounts` over exactly ``V`` tokens (moved
+    to ``E``'s device). Differentiable in ``E``, ``p`` and ``W`` (first derivatives).
+    Raises ``ValueError`` (or a ``TypeError`` that is also one) naming the argument for
+    a wrong type, shape, dtype, device or vocabulary, and for NaN or infinity in ``E``,
+    ``p`` or ``W``.
+    """
+    counts = _checked(E, p, W, counts)
+    return _CountAttention.apply(E, p, W, counts)
