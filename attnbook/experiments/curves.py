@@ -26,7 +26,7 @@ import torch
 from attnbook.data.corpus import ReviewCorpus
 from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.experiments.importance import mean_within_bin_std
-from attnbook.models.training import binary_loss_closure
+from attnbook.models.training import binary_loss_closure, training_step
 
 __all__ = [
     "Dynamics",
@@ -186,12 +186,7 @@ def train_curve(
     if 0 in wanted:
         record(0)
     for step in range(1, max(eval_steps) + 1):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn()
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss.item()} at step {step}")
-        loss.backward()
-        opt.step()
+        training_step(opt, loss_fn, step)
         if step in wanted:
             record(step)
     curve.seconds = time.perf_counter() - t0

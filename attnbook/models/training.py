@@ -23,6 +23,7 @@ from attnbook.models.parameters import check_parameters
 
 __all__ = [
     "OPTIMIZERS",
+    "training_step",
     "binary_loss_closure",
     "History",
     "fit",
@@ -102,6 +103,21 @@ OPTIMIZERS = {
     "gd": lambda ps, lr: torch.optim.SGD(ps, lr=lr),
     "adam": _adam,
 }
+
+
+def training_step(
+    opt: torch.optim.Optimizer, loss_fn: Callable[[], torch.Tensor], step: int
+) -> torch.Tensor:
+    """One full-batch step: drop the old gradients, evaluate ``loss_fn()``, refuse a
+    non-finite loss (``FloatingPointError`` naming ``step``), backpropagate and update;
+    returns the loss before the update, detached."""
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn()
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"loss became {loss.item()} at step {step}")
+    loss.backward()
+    opt.step()
+    return loss.detach()
 
 
 def fit(
@@ -211,13 +227,8 @@ def fit(
         history.stopped_at = 0
         return history
     for step in range(1, steps + 1):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn()
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became {loss.item()} at step {step}")
-        loss.backward()
-        opt.step()
-        history.loss.append(float(loss.detach()))
+        loss = training_step(opt, loss_fn, step)
+        history.loss.append(float(loss))
         if bar is not None:
             bar.update(1)
         if step % eval_every == 0 or step == steps:
