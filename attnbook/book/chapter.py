@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Mapping, NamedTuple
 
 import numpy as np
@@ -32,6 +33,8 @@ def start_chapter(name: str, *, seed: int, workload: str = "real") -> ChapterSta
     corpora) on the GPU when there is one.
     """
     device = device_for(workload)  # an unknown workload fails before anything starts
+    # tqdm (imported by datasets) warns that ipywidgets is absent: noise in the pages
+    warnings.filterwarnings("ignore", message="IProgress not found")
     start_record(name)
     rng = seed_everything(seed)
     note_seed(seed)  # the chapter's record lists its seed
