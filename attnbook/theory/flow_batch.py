@@ -38,8 +38,9 @@ from attnbook.theory.flow import (
     default_t0,
     finite_number,
 )
+from attnbook.theory.flow_analysis import one_step_problem
 
-__all__ = ["batched_gradient_flow"]
+__all__ = ["batched_gradient_flow", "one_step_flows"]
 
 F64 = torch.float64
 
@@ -285,3 +286,33 @@ def _paths(batch, p0s, marks, steps, rejected, step, selected) -> list[FlowPath]
             )
         )
     return out
+
+
+def one_step_flows(
+    instances: Sequence[object],
+    dim: int,
+    eta: float,
+    *,
+    seed0: int,
+    log_t_max: float,
+    selected: Sequence[object] | None = None,
+    directions: Sequence[torch.Tensor | None] | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], list[FlowPath]]:
+    """For every data set of ``instances`` (anything with ``.counts`` and ``.labels``),
+    the setting ``(E1, v, p0)`` of :func:`~attnbook.theory.flow_analysis.
+    one_step_problem` drawn with seed ``seed0 + i``, and the gradient flows of all of
+    them, integrated together by :func:`batched_gradient_flow` (``selected`` and
+    ``directions`` as there)."""
+    settings = [
+        one_step_problem(inst, dim, eta, seed=seed0 + i, device=device)
+        for i, inst in enumerate(instances)
+    ]
+    problems = [
+        (E1, v, inst.counts, inst.labels, p0)
+        for (E1, v, p0), inst in zip(settings, instances)
+    ]
+    paths = batched_gradient_flow(
+        problems, log_t_max=log_t_max, selected=selected, directions=directions
+    )
+    return settings, paths
