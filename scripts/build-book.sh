@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Build the HTML book (executing every chapter) into _build/html, strictly.
 # Sets up .venv on first use (scripts/env.sh, which also sets the thread defaults: one thread per
-# process). Extra arguments go to `jupyter-book build`.
+# process). The chapters execute first, side by side (python -m attnbook.book.execution;
+# ATTNBOOK_JOBS at a time, default: one per CPU this process may use), then Sphinx builds the
+# pages from their outputs.
+# Extra arguments go to `jupyter-book build`.
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "$0")/env.sh"
 rm -rf _build/html _build/jupyter_execute
 start=$(date +%s)
+python -m attnbook.book.execution ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"}
+executed=$(date +%s)
 jupyter-book build . -W -n --keep-going "$@"
 python scripts/check_html.py
-echo "[attnbook] book built in $(( $(date +%s) - start )) s"
+echo "[attnbook] book built in $(( $(date +%s) - start )) s" \
+  "(chapters executed in $(( executed - start )) s, pages in $(( $(date +%s) - executed )) s)"

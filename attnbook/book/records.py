@@ -11,8 +11,10 @@ Records
     (statistic, threshold, relation, claim, outcome), the seeds it used, its run time,
     the number of cells run and the software and hardware it ran on. The file is
     rewritten after every glue, check and executed cell, so it always describes the run
-    so far. Without the variable nothing is written. The book build
-    (``attnbook.book.sphinxext``) and ``scripts/test.sh`` set it; the claims dashboard
+    so far. Without the variable nothing is written. The execution of the chapters
+    (:mod:`attnbook.book.execution`, run by ``scripts/build-book.sh`` and
+    ``scripts/test.sh``) and the book build (``attnbook.book.sphinxext``) set it; the
+    claims dashboard
     and the page *Reproducing this book* are rendered from these records, and the
     records of two executions are compared number by number
     (:func:`attnbook.book.record_files.compare_records`).

@@ -1,12 +1,16 @@
 """Sphinx extension of the book: the claims dashboard and the run report, from this
 build's records.
 
-Loaded through ``sphinx.extra_extensions`` in ``_config.yml``. At the start of a build
-it points ``ATTNBOOK_RECORD_DIR`` at ``<build folder>/records/book`` (emptied first) and
-sets a fresh ``ATTNBOOK_RUN_ID``, so every chapter that MyST-NB executes records its
-glued numbers and checks there (:mod:`attnbook.book.records`); it also marks every
-document for re-reading, so every chapter runs in every build. After all chapters ran,
-when pages are written, it replaces
+Loaded through ``sphinx.extra_extensions`` in ``_config.yml``. The chapters of a build
+form one *run* (:mod:`attnbook.book.execution`): ``scripts/build-book.sh`` executes them
+side by side before Sphinx starts and leaves their outputs in the Jupyter cache
+(``execute_notebooks: cache``) and their records, with the run's id, in
+``<build folder>/records/book``. At the start of the build this extension points
+``ATTNBOOK_RECORD_DIR`` and ``ATTNBOOK_RUN_ID`` at that run, so a chapter that MyST-NB
+executes itself (its code changed since) records into it too; without a run (a plain
+``jupyter-book build``) it starts one and empties the cache, so that every chapter runs
+in the build. It marks every document for re-reading. After all chapters ran, when pages
+are written, it replaces
 
 - ``{claims-dashboard}`` (landing page) by one block per claim C1-C7 with its status,
   a headline statistic and the checks that verify it, folded
@@ -18,12 +22,9 @@ It stops the build with an error when a chapter that calls ``start_chapter`` lef
 record of this build, when a record belongs to another build, or when a chapter's cells
 raised: the dashboard never shows stale or partial numbers.
 
-Order of execution: MyST-NB executes a notebook while Sphinx *reads* it (in sorted
-docname order, so ``chapters/...`` before ``intro``), and the two tables are built only
-when pages are *written*, which starts after every document has been read. The order in
-which pages are read therefore does not matter. The book needs ``execute_notebooks:
-force``: with ``cache`` a chapter whose cached outputs are reused does not run and
-leaves no record, and the build stops.
+Order of execution: MyST-NB takes (or executes) a notebook while Sphinx *reads* it, and
+the two tables are built only when pages are *written*, which starts after every
+document has been read. The order in which pages are read therefore does not matter.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from attnbook.book.dashboard import (
     required_chapters,
 )
 from attnbook.book.environment import data_table
+from attnbook.book.execution import CACHE_DIR, RUN_FILE, new_run, read_run_id
 from attnbook.book.pages import (
     claims_dashboard,
     run_report_checks,
@@ -92,14 +94,22 @@ def _record_dir(app) -> Path:
 
 def _on_builder_inited(app) -> None:
     folder = _record_dir(app)
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    run_id = read_run_id(folder)
+    if run_id is None:
+        # no execution before the build: start a run, and empty the cache so that
+        # MyST-NB executes every chapter in it
+        cache = app.config.nb_execution_cache_path
+        shutil.rmtree(cache or Path(app.outdir).parent / CACHE_DIR, ignore_errors=True)
+        run_id = new_run(folder)
+    # chapters that MyST-NB executes itself (not in the cache) record into the same run
     os.environ[RECORD_DIR_ENV] = str(folder)  # kernels started by MyST-NB inherit it
-    os.environ[RUN_ID_ENV] = f"book-{time.time_ns()}-{os.getpid()}"
-    app._attnbook_t0 = time.time()
-    app.env.attnbook_build_started = datetime.now(timezone.utc).isoformat(
-        timespec="seconds"
-    )
+    os.environ[RUN_ID_ENV] = run_id
+    # the run started when its id was written (before the build when the chapters
+    # were executed beforehand)
+    app._attnbook_t0 = (folder / RUN_FILE).stat().st_mtime
+    app.env.attnbook_build_started = datetime.fromtimestamp(
+        app._attnbook_t0, timezone.utc
+    ).isoformat(timespec="seconds")
 
 
 def _on_env_get_outdated(app, env, added, changed, removed):
@@ -124,7 +134,7 @@ def _build_records(app) -> dict[str, dict]:
     if app.config.nb_execution_mode == "off":
         raise ExtensionError(
             "the claims dashboard needs the chapters executed "
-            "(execute_notebooks: force in _config.yml)"
+            "(execute_notebooks: cache in _config.yml)"
         )
     notebooks = _notebooks(app)
     try:
@@ -264,8 +274,10 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
     wall = time.time() - getattr(app, "_attnbook_t0", time.time())
     out: list[nodes.Node] = [
         text_para(
-            f"Build of {app.env.attnbook_build_started} (UTC); reading and executing "
-            f"all pages took {wall:.0f} s of wall-clock time."
+            f"Run of {app.env.attnbook_build_started} (UTC): executing the chapters "
+            f"and reading all pages took {wall:.0f} s of wall-clock time (chapters "
+            "execute side by side, one process each, so their run times add up to "
+            "more)."
         ),
         table(
             [

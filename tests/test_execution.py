@@ -1,0 +1,93 @@
+"""The parallel execution of the chapters before the build (attnbook.book.execution)."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from jupyter_cache import get_cache
+
+from attnbook.book.execution import (
+    CACHE_DIR,
+    RUN_FILE,
+    TIMES_FILE,
+    book_notebooks,
+    execute_book,
+    new_run,
+    read_run_id,
+)
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def book(tmp_path):
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "intro.md").write_text("# Intro\n")
+    _notebook(
+        tmp_path / "chapters" / "good.ipynb",
+        "import os",
+        "print(os.environ['ATTNBOOK_RUN_ID'], os.getcwd())",
+    )
+    _notebook(tmp_path / "chapters" / "bad.ipynb", "raise RuntimeError('boom')")
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n"
+        "  - file: chapters/good\n  - file: chapters/bad\n  - file: chapters/none\n"
+    )
+    return tmp_path
+
+
+def test_book_notebooks_in_toc_order_and_existing_only(book):
+    assert book_notebooks(book) == [
+        book / "chapters" / "good.ipynb",
+        book / "chapters" / "bad.ipynb",
+    ]
+    with pytest.raises(ValueError, match="no table of contents"):
+        book_notebooks(book / "chapters")
+
+
+def test_new_run_empties_the_records_and_names_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNBOOK_RUN_ID", "old")
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "stale.json").write_text("{}")
+    assert read_run_id(records) is None
+    run = new_run(records)
+    assert read_run_id(records) == run != "old"
+    assert [p.name for p in records.iterdir()] == [RUN_FILE]
+    assert new_run(records) != run
+
+
+def test_execute_book_caches_what_ran_and_reports_what_failed(book, monkeypatch):
+    monkeypatch.setenv("ATTNBOOK_RUN_ID", "old")
+    build = book / "_build"
+    stale = build / CACHE_DIR / "stale"
+    stale.mkdir(parents=True)
+    report = execute_book(book, build, jobs=2, timeout=120)
+    assert set(report.seconds) == {"good", "bad"}
+    assert set(report.failed) == {"bad"} and "boom" in report.failed["bad"]
+    assert not stale.exists()  # the cache is emptied first
+    run = read_run_id(build / "records" / "book")
+    # the build (MyST-NB, cache mode) finds the executed notebook by its source
+    cache = get_cache(str(build / CACHE_DIR))
+    good = nbformat.read(book / "chapters" / "good.ipynb", as_version=4)
+    _, merged = cache.merge_match_into_notebook(good)
+    text = merged.cells[1].outputs[0]["text"]
+    assert text.split() == [run, str(book / "chapters")]
+    with pytest.raises(KeyError):
+        cache.match_cache_notebook(
+            nbformat.read(book / "chapters" / "bad.ipynb", as_version=4)
+        )
+    assert set(json.loads((build / TIMES_FILE).read_text())) == {"good", "bad"}
+    with pytest.raises(ValueError, match="jobs"):
+        execute_book(book, build, jobs=0)
