@@ -4,10 +4,10 @@
 # second execution of the chapters whose numbers must come out identical.
 # Sets up .venv on first use (scripts/env.sh, which also sets the thread defaults: one thread per
 # process, so a chapter's numbers do not depend on what runs beside it). The book builds in the
-# background (scripts/build-book.sh: chapters side by side, then Sphinx) while the unit tests
-# run; then the chapters of the second execution run again, recorded apart
-# (_build/records/check; the book's run is _build/records/book), and a test compares the two
-# records value by value.
+# background (scripts/build-book.sh: chapters side by side, then Sphinx), followed by the browser
+# test, while the unit tests run and then the chapters of the second execution run again,
+# recorded apart (_build/records/check; the book's run is _build/records/book); at the end a test
+# compares the two records value by value.
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "$0")/env.sh"
@@ -18,7 +18,18 @@ start=$(date +%s)
 echo "[attnbook] ruff: lint and format of the package, the tests and the chapters"
 ruff check attnbook tests chapters
 ruff format --check attnbook tests chapters
-bash scripts/build-book.sh > _build/book.log 2>&1 &
+# The book, then the browser test of its pages, in the background.
+rm -f _build/book.rc _build/browser.rc
+(
+  set +e
+  bash scripts/build-book.sh > _build/book.log 2>&1
+  rc=$?
+  echo "$rc" > _build/book.rc
+  if [ "$rc" -eq 0 ]; then
+    python -m pytest -q -p no:cacheprovider tests/test_browser.py > _build/browser.log 2>&1
+    echo "$?" > _build/browser.rc
+  fi
+) &
 book_pid=$!
 set +e
 python -m pytest tests --ignore=tests/test_browser.py -p no:cacheprovider -q --durations=15
@@ -28,12 +39,13 @@ tests_rc=$?
 # same engine and data path as chapters 5b-5d, which are executed twice.
 check="$ROOT/_build/records/check"
 echo "[attnbook] executing the chapters a second time (records in $check)"
-python -m attnbook.book.execution --check-run "$check" \
-  --skip ${ATTNBOOK_CHECK_SKIP-04_real_data 04a_paper_protocol} > _build/check-run.log 2>&1
+read -r -a skip <<< "${ATTNBOOK_CHECK_SKIP-04_real_data 04a_paper_protocol}"
+python -m attnbook.book.execution --check-run "$check" --skip "${skip[@]}" \
+  > _build/check-run.log 2>&1
 check_rc=$?
 grep -E "^\[attnbook\]" _build/check-run.log | tail -n 1
 wait "$book_pid"
-book_rc=$?
+book_rc=$(cat _build/book.rc 2>/dev/null || echo 1)
 set -e
 tail -n 25 _build/book.log
 if [ "$book_rc" -ne 0 ]; then
@@ -47,12 +59,10 @@ fi
 browser_rc=0
 browser="skipped (needs the book)"
 if [ "$book_rc" -eq 0 ]; then
-  echo "[attnbook] reading the built book in Chromium (screenshots in _build/screenshots)"
-  set +e
-  python -m pytest -q -p no:cacheprovider tests/test_browser.py
-  browser_rc=$?
+  echo "[attnbook] the built book read in Chromium (screenshots in _build/screenshots):"
+  tail -n 30 _build/browser.log
+  browser_rc=$(cat _build/browser.rc 2>/dev/null || echo 1)
   browser="exit $browser_rc"
-  set -e
 fi
 same_rc=0
 same="skipped (needs both executions to pass)"
