@@ -110,7 +110,7 @@ def _occurrences(
     through the regular expression, once per distinct piece."""
     cleaned = [_clean(t) for t in texts]
     pieces = pc.ascii_split_whitespace(pa.array(cleaned, type=pa.large_string()))
-    rows = pc.list_parent_indices(pieces).to_numpy().astype(np.int64)
+    rows = pc.list_parent_indices(pieces).to_numpy().astype(np.int64, copy=False)
     encoded = pc.list_flatten(pieces).dictionary_encode()
     words = encoded.dictionary.to_pylist()
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -220,7 +220,7 @@ def _ranked(
         document_frequency=df[used][order].astype(np.int64),
         indptr=indptr,
         token_ids=codes[pairs],
-        counts=counts[pairs].astype(np.int64),
+        counts=counts[pairs].astype(np.int64, copy=False),
     )
 
 
