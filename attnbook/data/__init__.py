@@ -8,6 +8,8 @@
   values checked;
 - :mod:`~attnbook.data.reviews`   -- IMDB and Yelp reviews: loading (re-exported),
   tokenizer, vocabulary;
+- :mod:`~attnbook.data.splits`    -- one split in memory: texts, labels, stars, its
+  tokens (the last splits read are kept);
 - :mod:`~attnbook.data.corpus`    -- a review corpus ready for the model (counts,
   labels, splits);
 - :mod:`~attnbook.data.synthetic` -- positive / negative / neutral synthetic sequences

@@ -2,15 +2,18 @@
 ratings.
 
 :func:`prepare_reviews` loads a dataset through
-:func:`attnbook.data.reviews.load_reviews`, builds the vocabulary on the *training*
+:func:`attnbook.data.splits.load_split`, builds the vocabulary on the *training*
 split (tokens with document frequency at least ``min_df``, see
 :mod:`attnbook.data.reviews`), encodes both splits, drops the documents left without an
 in-vocabulary token, and returns a :class:`ReviewCorpus` whose labels, star ratings and
 (test) texts are aligned with the kept documents. :func:`build_review_corpus` does the
 same from texts and labels already in memory (used by the tests and by anyone with their
-own data). :func:`split_validation` carves a seeded, stratified validation set out of
-the training split (the models are fitted on the rest and the validation loss chooses
-the reported step).
+own data), :func:`corpus_from_splits` from :class:`~attnbook.data.splits.ReviewSplit`
+objects. Each split is tokenized once: the vocabulary, its ``min_df``
+(:func:`min_df_for_tokens`) and both encodings come from the same tokens.
+:func:`split_validation` carves a seeded, stratified validation set out of the training
+split (the models are fitted on the rest and the validation loss chooses the reported
+step).
 """
 
 from __future__ import annotations
@@ -23,22 +26,20 @@ import numpy as np
 import torch
 
 from attnbook.data.labels import signed_from_binary
-from attnbook.data.reviews import Vocabulary, load_reviews
+from attnbook.data.reviews import TokenizedTexts, Vocabulary
+from attnbook.data.splits import STAR_COLUMNS, ReviewSplit, load_split
 from attnbook.engine.counts import TokenCounts
 
 __all__ = [
     "STAR_COLUMNS",
     "ReviewCorpus",
     "build_review_corpus",
+    "corpus_from_splits",
     "prepare_reviews",
     "split_validation",
     "min_df_for_vocabulary_size",
+    "min_df_for_tokens",
 ]
-
-
-# : The column holding the star rating in each data set of
-# :func:`attnbook.data.reviews.load_reviews`.
-STAR_COLUMNS = {"imdb": "rating", "yelp": "stars"}
 
 
 @dataclass(frozen=True)
@@ -194,20 +195,33 @@ def build_review_corpus(
     are dropped from either split and counted; labels, stars and test texts follow the
     kept rows.
     """
-    train_texts, test_texts = list(train_texts), list(test_texts)
-    y_train = signed_from_binary(train_labels01, "train_labels01")
-    y_test = signed_from_binary(test_labels01, "test_labels01")
-    if y_train.size != len(train_texts) or y_test.size != len(test_texts):
+    return corpus_from_splits(
+        ReviewSplit(tuple(train_texts), train_labels01, train_stars),
+        ReviewSplit(tuple(test_texts), test_labels01, test_stars),
+        min_df=min_df,
+        name=name,
+    )
+
+
+def corpus_from_splits(
+    train: ReviewSplit, test: ReviewSplit, *, min_df: int, name: str = "reviews"
+) -> ReviewCorpus:
+    """:func:`build_review_corpus` from two :class:`~attnbook.data.splits.ReviewSplit`:
+    each split is tokenized once (or not at all when it already is); the vocabulary
+    and both encodings come from those tokens."""
+    y_train = signed_from_binary(train.labels01, "train_labels01")
+    y_test = signed_from_binary(test.labels01, "test_labels01")
+    if y_train.size != len(train.texts) or y_test.size != len(test.texts):
         raise ValueError(
             f"labels and texts differ in length: train {y_train.size} vs "
-            f"{len(train_texts)}, "
-            f"test {y_test.size} vs {len(test_texts)}"
+            f"{len(train.texts)}, "
+            f"test {y_test.size} vs {len(test.texts)}"
         )
-    stars_train = _optional(train_stars, len(train_texts), "train_stars")
-    stars_test = _optional(test_stars, len(test_texts), "test_stars")
-    vocab = Vocabulary.build(train_texts, min_df)
-    enc_train = vocab.encode(train_texts, drop_empty=True)
-    enc_test = vocab.encode(test_texts, drop_empty=True)
+    stars_train = _optional(train.stars, len(train.texts), "train_stars")
+    stars_test = _optional(test.stars, len(test.texts), "test_stars")
+    vocab = Vocabulary.from_tokenized(train.tokens, min_df)
+    enc_train = vocab.encode_tokenized(train.tokens, drop_empty=True)
+    enc_test = vocab.encode_tokenized(test.tokens, drop_empty=True)
     kt, ks = enc_train.kept, enc_test.kept
     if np.unique(y_train[kt]).size < 2:
         raise ValueError("the kept training documents hold a single class")
@@ -220,7 +234,7 @@ def build_review_corpus(
         test_labels=y_test[ks],
         train_stars=None if stars_train is None else stars_train[kt],
         test_stars=None if stars_test is None else stars_test[ks],
-        test_texts=tuple(test_texts[i] for i in ks),
+        test_texts=tuple(test.texts[i] for i in ks),
         train_kept=kt,
         test_kept=ks,
         n_documents={"train": enc_train.n_documents, "test": enc_test.n_documents},
@@ -233,30 +247,16 @@ def build_review_corpus(
 
 
 def prepare_reviews(name: str, min_df: int) -> ReviewCorpus:
-    """Load ``imdb`` or ``yelp`` (see :func:`attnbook.data.reviews.load_reviews`) and
-    encode both splits.
+    """Load ``imdb`` or ``yelp`` (see :func:`attnbook.data.reviews.load_reviews`,
+    through :func:`attnbook.data.splits.load_split`) and encode both splits.
 
     The star rating (``rating`` for IMDB, ``stars`` for Yelp) is kept when the data has
     it. Yelp's 3-star reviews are already dropped by the loader; its classes stay
     imbalanced (about 77 % positive), which :attr:`ReviewCorpus.positive_fraction`
     reports.
     """
-    splits = {s: load_reviews(name, s) for s in ("train", "test")}
-    star_col = STAR_COLUMNS.get(name)
-
-    def stars(ds):
-        return ds[star_col] if star_col in ds.column_names else None
-
-    tr, te = splits["train"], splits["test"]
-    return build_review_corpus(
-        tr["text"],
-        tr["label"],
-        te["text"],
-        te["label"],
-        min_df=min_df,
-        name=name,
-        train_stars=stars(tr),
-        test_stars=stars(te),
+    return corpus_from_splits(
+        load_split(name, "train"), load_split(name, "test"), min_df=min_df, name=name
     )
 
 
@@ -308,9 +308,23 @@ def min_df_for_vocabulary_size(
 ) -> tuple[int, dict[int, int]]:
     """The ``min_df`` among ``candidates`` whose vocabulary size on ``texts`` is closest
     to ``target`` (ties: the larger ``min_df``), and the size for every candidate."""
-    if target < 1 or not candidates:
-        raise ValueError("target must be positive and candidates non-empty")
-    df = Vocabulary.build(texts, 1).document_frequency
+    _check_target(target, candidates)
+    return min_df_for_tokens(TokenizedTexts.of(texts), target, candidates)
+
+
+def min_df_for_tokens(
+    texts: TokenizedTexts,
+    target: int,
+    candidates: Sequence[int] = tuple(range(1, 201)),
+) -> tuple[int, dict[int, int]]:
+    """:func:`min_df_for_vocabulary_size` for texts already tokenized."""
+    _check_target(target, candidates)
+    df = Vocabulary.from_tokenized(texts, 1).document_frequency
     sizes = {int(k): int((df >= k).sum()) for k in candidates}
     best = min(sizes, key=lambda k: (abs(sizes[k] - target), -k))
     return best, sizes
+
+
+def _check_target(target: int, candidates: Sequence[int]) -> None:
+    if target < 1 or not candidates:
+        raise ValueError("target must be positive and candidates non-empty")

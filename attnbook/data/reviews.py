@@ -22,6 +22,10 @@ Tokenization rule (:func:`tokenize`)
     apostrophe and more letters (``don't``, ``film's``). Digits, punctuation and other
     characters separate tokens.
 
+Tokenized texts (:class:`TokenizedTexts`)
+    each text is tokenized once into counts of its distinct tokens; the vocabulary of
+    any ``min_df`` and the encoding over a vocabulary are computed from them.
+
 Vocabulary rule (:class:`Vocabulary`)
     the tokens of the *training* split whose document frequency (number of training
     documents that contain them) is at least ``min_df``; ids are assigned by decreasing
@@ -33,13 +37,14 @@ Vocabulary rule (:class:`Vocabulary`)
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Iterable, Sequence
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
 
 from attnbook.data.sources import (
     DATA_DIR_ENV,
@@ -55,6 +60,7 @@ __all__ = [
     "load_reviews",
     "data_source",
     "tokenize",
+    "TokenizedTexts",
     "Vocabulary",
     "EncodedCorpus",
 ]
@@ -70,8 +76,152 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower().replace("<br />", " "))
 
 
-def _tokenize_all(texts: Iterable[str]) -> list[list[str]]:
-    return [tokenize(t) for t in texts]
+# every byte that cannot be part of a token (all but a-z and the apostrophe) -> space
+_SEPARATE = bytes(c if 97 <= c <= 122 or c == 39 else 32 for c in range(256))
+
+
+def _clean(text: str) -> str:
+    """``text`` lower-cased, without IMDB line breaks, and with every character that
+    cannot be part of a token replaced by a space: its tokens by the rule of
+    :func:`tokenize` are those of ``text``, and each run of non-spaces is one token
+    unless it holds an apostrophe."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    lower = text.lower().replace("<br />", " ")
+    return lower.encode("ascii", "replace").translate(_SEPARATE).decode("ascii")
+
+
+def _gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] + 0, ..., starts[i] + lengths[i] - 1``, for all
+    ``i``."""
+    within = np.arange(int(lengths.sum())) - np.repeat(
+        np.cumsum(lengths) - lengths, lengths
+    )
+    return np.repeat(starts, lengths) + within
+
+
+def _occurrences(
+    texts: Iterable[str],
+) -> tuple[list[str], np.ndarray, np.ndarray, int]:
+    """Every token occurrence of ``texts`` by the rule of :func:`tokenize`, as its
+    document (``rows``) and its index in ``words`` (``codes``), in no particular
+    order; and the number of texts. The texts are split at spaces after
+    :func:`_clean`, in Arrow; only the pieces holding an apostrophe (or empty) go
+    through the regular expression, once per distinct piece."""
+    cleaned = [_clean(t) for t in texts]
+    pieces = pc.ascii_split_whitespace(pa.array(cleaned, type=pa.large_string()))
+    rows = pc.list_parent_indices(pieces).to_numpy().astype(np.int64, copy=False)
+    encoded = pc.list_flatten(pieces).dictionary_encode()
+    words = encoded.dictionary.to_pylist()
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    odd = [j for j, w in enumerate(words) if not w or "'" in w]
+    if odd:
+        n_pieces = len(words)
+        index = {w: j for j, w in enumerate(words)}
+        split = [
+            [index.setdefault(t, len(index)) for t in _TOKEN.findall(words[j])]
+            for j in odd
+        ]
+        words = list(index)  # insertion order: the ids
+        lengths = np.zeros(n_pieces, dtype=np.int64)
+        lengths[odd] = [len(c) for c in split]
+        starts = np.zeros(n_pieces, dtype=np.int64)
+        starts[odd] = np.cumsum(lengths[odd]) - lengths[odd]
+        table = np.fromiter(chain.from_iterable(split), np.int64)
+        is_odd = np.zeros(n_pieces, dtype=bool)
+        is_odd[odd] = True
+        hit = is_odd[codes]
+        hit_codes, hit_rows = codes[hit], rows[hit]
+        reps = lengths[hit_codes]
+        rows = np.concatenate([rows[~hit], np.repeat(hit_rows, reps)])
+        codes = np.concatenate([codes[~hit], table[_gather(starts[hit_codes], reps)]])
+    return words, rows, codes, len(cleaned)
+
+
+@dataclass(frozen=True, eq=False)
+class TokenizedTexts:
+    """Texts tokenized once: their distinct tokens and how often each occurs in each
+    document, from which any :class:`Vocabulary` of the texts is built and the texts
+    encoded without tokenizing them again.
+
+    ``words`` are the distinct tokens in the vocabulary order (decreasing document
+    frequency, ties alphabetical), so the vocabulary of any ``min_df`` is a prefix of
+    them; ``document_frequency`` their document frequencies. Document ``i`` holds the
+    entries ``indptr[i]:indptr[i + 1]`` of ``token_ids`` (indices into ``words``,
+    increasing) and ``counts`` (occurrences, all >= 1); a document without tokens holds
+    none. The arrays are shared, not copied: do not modify them.
+    """
+
+    words: tuple[str, ...]
+    document_frequency: np.ndarray
+    indptr: np.ndarray
+    token_ids: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> "TokenizedTexts":
+        """Tokenize every text once, by the rule of :func:`tokenize` (in bulk)."""
+        words, rows, codes, n_documents = _occurrences(texts)
+        # the distinct (document, token) pairs and how often each occurs
+        size = max(len(words), 1)
+        keys = np.sort(rows * size + codes, kind="stable")
+        first = np.ones(keys.size, dtype=bool)
+        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        counts = np.diff(starts, append=keys.size)
+        rows, codes = np.divmod(keys[starts], size)
+        return _ranked(words, rows, codes, counts, n_documents)
+
+    @property
+    def n_documents(self) -> int:
+        return self.indptr.size - 1
+
+    @property
+    def n_tokens(self) -> int:
+        """Token occurrences in all documents."""
+        return int(self.counts.sum())
+
+    def select(self, rows: object) -> "TokenizedTexts":
+        """The documents ``rows`` (row numbers, in that order), as if only their texts
+        had been tokenized."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.n_documents):
+            raise ValueError(f"rows must lie in [0, {self.n_documents})")
+        lengths = np.diff(self.indptr)[rows]
+        take = _gather(self.indptr[rows], lengths)
+        new_rows = np.repeat(np.arange(rows.size), lengths)
+        return _ranked(
+            self.words, new_rows, self.token_ids[take], self.counts[take], rows.size
+        )
+
+
+def _ranked(
+    words: Sequence[str],
+    rows: np.ndarray,
+    codes: np.ndarray,
+    counts: np.ndarray,
+    n_documents: int,
+) -> "TokenizedTexts":
+    """:class:`TokenizedTexts` from distinct ``(row, code)`` pairs (any order) with
+    their counts: the words that occur are ranked by decreasing document frequency,
+    ties alphabetical, and the pairs sorted by row, then by rank."""
+    df = np.bincount(codes, minlength=len(words))
+    used = np.flatnonzero(df)
+    names = np.asarray(words, dtype=object)[used]
+    order = np.lexsort((names.astype(str), -df[used])) if used.size else used
+    rank = np.full(len(words), -1, dtype=np.int64)
+    rank[used[order]] = np.arange(used.size)
+    codes = rank[codes]
+    pairs = np.argsort(rows * max(used.size, 1) + codes, kind="stable")
+    indptr = np.zeros(n_documents + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_documents), out=indptr[1:])
+    return TokenizedTexts(
+        words=tuple(names[order].tolist()),
+        document_frequency=df[used][order].astype(np.int64),
+        indptr=indptr,
+        token_ids=codes[pairs],
+        counts=counts[pairs].astype(np.int64, copy=False),
+    )
 
 
 @dataclass(frozen=True)
@@ -121,18 +271,20 @@ class Vocabulary:
         """The vocabulary of ``texts`` with document frequency at least ``min_df``."""
         if min_df < 1:
             raise ValueError(f"min_df must be at least 1, got {min_df}")
-        docs = _tokenize_all(texts)
-        if not docs:
+        return cls.from_tokenized(TokenizedTexts.of(texts), min_df)
+
+    @classmethod
+    def from_tokenized(cls, texts: TokenizedTexts, min_df: int) -> "Vocabulary":
+        """:meth:`build` from texts already tokenized."""
+        if min_df < 1:
+            raise ValueError(f"min_df must be at least 1, got {min_df}")
+        if texts.n_documents == 0:
             raise ValueError("cannot build a vocabulary from no texts")
-        # document frequency: count each document's distinct tokens once
-        counter = Counter(chain.from_iterable(map(set, docs)))
-        kept = [(w, c) for w, c in counter.items() if c >= min_df]
-        if not kept:
+        size = int((texts.document_frequency >= min_df).sum())  # a prefix of words
+        if size == 0:
             raise ValueError(f"no token occurs in {min_df} or more documents")
-        words = np.array([w for w, _ in kept], dtype=object)
-        df = np.array([c for _, c in kept], dtype=np.int64)
-        order = np.lexsort((words.astype(str), -df))
-        return cls(tuple(words[order].tolist()), df[order], int(min_df))
+        df = texts.document_frequency[:size].copy()
+        return cls(texts.words[:size], df, int(min_df))
 
     def encode(
         self, texts: Sequence[str], *, drop_empty: bool = False
@@ -144,32 +296,51 @@ class Vocabulary:
         true, in which case it is left out and reported through ``kept`` /
         ``n_dropped_documents``.
         """
-        docs = _tokenize_all(texts)
-        if not docs:
+        return self.encode_tokenized(TokenizedTexts.of(texts), drop_empty=drop_empty)
+
+    def encode_tokenized(
+        self, texts: TokenizedTexts, *, drop_empty: bool = False
+    ) -> EncodedCorpus:
+        """:meth:`encode` for texts already tokenized: their distinct tokens are looked
+        up once and the per-document counts relabelled."""
+        n = texts.n_documents
+        if n == 0:
             raise ValueError("no texts to encode")
-        flat = pd.Series(list(chain.from_iterable(docs)), dtype=object)
-        ids = pd.Index(self.tokens).get_indexer(flat)
-        rows = np.repeat(np.arange(len(docs)), [len(d) for d in docs])
+        index = self._index
+        lookup = np.fromiter(
+            (index.get(w, -1) for w in texts.words), np.int64, len(texts.words)
+        )
+        ids = lookup[texts.token_ids]
         inside = ids >= 0
-        rows, ids = rows[inside], ids[inside]
-        present = np.zeros(len(docs), dtype=bool)
-        present[rows] = True
+        rows = np.repeat(np.arange(n), np.diff(texts.indptr))[inside]
+        ids, counts = ids[inside], texts.counts[inside]
+        present = np.bincount(rows, minlength=n) > 0
         kept = np.flatnonzero(present)
-        if kept.size < len(docs) and not drop_empty:
+        if kept.size < n and not drop_empty:
             first = int(np.flatnonzero(~present)[0])
             raise ValueError(
-                f"{len(docs) - kept.size} document(s) have no in-vocabulary token "
+                f"{n - kept.size} document(s) have no in-vocabulary token "
                 f"(first: #{first}); pass drop_empty=True to leave them out"
             )
         if kept.size == 0:
             raise ValueError("no document has an in-vocabulary token")
-        new_row = np.full(len(docs), -1, dtype=np.int64)
-        new_row[kept] = np.arange(kept.size)
-        counts = TokenCounts.from_pairs(new_row[rows], ids, int(kept.size), len(self))
+        known = lookup[lookup >= 0]
+        if known.size > 1 and not (np.diff(known) > 0).all():
+            # the ids do not follow the order of ``texts.words``: sort within rows
+            order = np.argsort(rows * len(self) + ids, kind="stable")
+            rows, ids, counts = rows[order], ids[order], counts[order]
+        indptr = np.zeros(kept.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n)[kept], out=indptr[1:])
+        counts_ = TokenCounts(
+            torch.from_numpy(indptr),
+            torch.from_numpy(ids),
+            torch.from_numpy(counts),
+            len(self),
+        )
         return EncodedCorpus(
-            counts=counts,
+            counts=counts_,
             kept=kept,
-            n_documents=len(docs),
-            n_tokens=int(flat.size),
-            n_dropped_tokens=int((~inside).sum()),
+            n_documents=n,
+            n_tokens=texts.n_tokens,
+            n_dropped_tokens=int(texts.counts[~inside].sum()),
         )

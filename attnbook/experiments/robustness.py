@@ -17,12 +17,8 @@ import dataclasses
 
 import numpy as np
 
-from attnbook.data.corpus import (
-    ReviewCorpus,
-    build_review_corpus,
-    min_df_for_vocabulary_size,
-)
-from attnbook.data.reviews import load_reviews
+from attnbook.data.corpus import ReviewCorpus, corpus_from_splits, min_df_for_tokens
+from attnbook.data.splits import load_split
 from attnbook.experiments.importance import partial_spearman, spearman
 
 __all__ = [
@@ -67,32 +63,22 @@ def reviews_for_vocabulary(
     :func:`attnbook.data.corpus.min_df_for_vocabulary_size` for ``target_vocab``.
     With ``rng`` it is a class-balanced sample of both splits
     (:func:`balanced_indices`); without, all of it. Returns the corpus and
-    ``min_df``. The columns are read once, as whole arrays."""
+    ``min_df``. Each split is read and tokenized once
+    (:func:`attnbook.data.splits.load_split`)."""
     if target_vocab < 1:
         raise ValueError(f"target_vocab must be positive, got {target_vocab}")
-    star = {"imdb": "rating", "yelp": "stars"}.get(name)
     parts = {}
     for split in ("train", "test"):
-        frame = load_reviews(name, split).to_pandas()
+        part = load_split(name, split)
         if rng is not None:
-            frame = frame.iloc[balanced_indices(frame["label"].to_numpy(), rng)]
-        parts[split] = frame
-    train, test = parts["train"], parts["test"]
-    texts = train["text"].tolist()
-    min_df, _ = min_df_for_vocabulary_size(texts, target_vocab)
-
-    def stars(frame):
-        return frame[star].to_numpy() if star in frame.columns else None
-
-    corpus = build_review_corpus(
-        texts,
-        train["label"].to_numpy(),
-        test["text"].tolist(),
-        test["label"].to_numpy(),
+            part = part.select(balanced_indices(part.labels01, rng))
+        parts[split] = part
+    min_df, _ = min_df_for_tokens(parts["train"].tokens, target_vocab)
+    corpus = corpus_from_splits(
+        parts["train"],
+        parts["test"],
         min_df=min_df,
         name=name if rng is None else f"{name} (balanced)",
-        train_stars=stars(train),
-        test_stars=stars(test),
     )
     return corpus, min_df
 

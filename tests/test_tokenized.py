@@ -1,0 +1,234 @@
+"""Texts tokenized once (attnbook.data.reviews.TokenizedTexts) give what tokenizing
+them again at every step gave: the vocabulary, min_df, the encodings and the corpus."""
+
+import random
+from collections import Counter
+from itertools import chain
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnbook.data.corpus import (
+    build_review_corpus,
+    corpus_from_splits,
+    min_df_for_tokens,
+    min_df_for_vocabulary_size,
+    prepare_reviews,
+)
+from attnbook.data.reviews import DATA_DIR_ENV, TokenizedTexts, Vocabulary, tokenize
+from attnbook.data.splits import ReviewSplit, clear_split_cache, load_split
+from attnbook.engine.counts import TokenCounts
+from attnbook.experiments.robustness import balanced_indices, reviews_for_vocabulary
+
+TRAIN = [
+    "Don't LIKE it!<br />2 stars... the film's end",
+    "A good film, a GOOD cast; don't miss it",
+    "rock'n'roll isn't 'dead' -- it's ''alive'' ",
+    "İstanbul, Kelvin's café: naïve ﬁlm ß",
+    "12345 ... !!!",
+    "",
+    "good good good bad film",
+    "bad, bad acting<br /><br />and a bad film",
+    "dogs' tails 'n' cats'",
+    "the the the end",
+]
+TRAIN_Y = [0, 1, 1, 0, 1, 0, 1, 0, 1, 0]
+TEST = ["a good end", "zzz qqq", "BAD film's cast", "don't don't", "café", "film"]
+TEST_Y = [1, 0, 0, 1, 1, 0]
+
+
+# ---------------------------------------------------- the reference: tokenize each time
+def reference_vocabulary(texts, min_df):
+    docs = [tokenize(t) for t in texts]
+    counter = Counter(chain.from_iterable(map(set, docs)))
+    kept = [(w, c) for w, c in counter.items() if c >= min_df]
+    words = np.array([w for w, _ in kept], dtype=object)
+    df = np.array([c for _, c in kept], dtype=np.int64)
+    order = np.lexsort((words.astype(str), -df))
+    return tuple(words[order].tolist()), df[order]
+
+
+def reference_encoding(tokens, texts):
+    """(counts, kept, n_tokens, n_dropped_tokens) as the vocabulary encoded before."""
+    docs = [tokenize(t) for t in texts]
+    flat = pd.Series(list(chain.from_iterable(docs)), dtype=object)
+    ids = pd.Index(tokens).get_indexer(flat)
+    rows = np.repeat(np.arange(len(docs)), [len(d) for d in docs])
+    inside = ids >= 0
+    rows, ids = rows[inside], ids[inside]
+    kept = np.unique(rows)
+    new_row = np.full(len(docs), -1)
+    new_row[kept] = np.arange(kept.size)
+    counts = TokenCounts.from_pairs(new_row[rows], ids, kept.size, len(tokens))
+    return counts, kept, int(flat.size), int((~inside).sum())
+
+
+def reference_min_df(texts, target, candidates):
+    _, df = reference_vocabulary(texts, 1)
+    sizes = {k: int((df >= k).sum()) for k in candidates}
+    return min(sizes, key=lambda k: (abs(sizes[k] - target), -k)), sizes
+
+
+def same_counts(a: TokenCounts, b: TokenCounts) -> bool:
+    return a.vocab_size == b.vocab_size and all(
+        np.array_equal(getattr(a, f).numpy(), getattr(b, f).numpy())
+        for f in ("indptr", "token_ids", "counts")
+    )
+
+
+def bags(tok: TokenizedTexts) -> list[Counter]:
+    ptr = tok.indptr
+    return [
+        Counter(
+            {
+                tok.words[j]: int(c)
+                for j, c in zip(
+                    tok.token_ids[ptr[i] : ptr[i + 1]], tok.counts[ptr[i] : ptr[i + 1]]
+                )
+            }
+        )
+        for i in range(tok.n_documents)
+    ]
+
+
+def same_vocabulary(a: Vocabulary, b: Vocabulary) -> bool:
+    return (
+        a.tokens == b.tokens
+        and a.min_df == b.min_df
+        and np.array_equal(a.document_frequency, b.document_frequency)
+    )
+
+
+def same_tokens(a: TokenizedTexts, b: TokenizedTexts) -> bool:
+    return a.words == b.words and all(
+        np.array_equal(getattr(a, f), getattr(b, f))
+        for f in ("document_frequency", "indptr", "token_ids", "counts")
+    )
+
+
+# ------------------------------------------------------------------------------- tests
+def test_tokenized_texts_count_the_tokens_of_the_rule():
+    tok = TokenizedTexts.of(TRAIN)
+    assert bags(tok) == [Counter(tokenize(t)) for t in TRAIN]
+    assert tok.n_documents == len(TRAIN)
+    assert tok.n_tokens == sum(len(tokenize(t)) for t in TRAIN)
+    words, df = reference_vocabulary(TRAIN, 1)
+    assert tok.words == words and np.array_equal(tok.document_frequency, df)
+    for i in range(tok.n_documents):  # ids increase within a document
+        assert np.all(np.diff(tok.token_ids[tok.indptr[i] : tok.indptr[i + 1]]) > 0)
+
+
+def test_tokenized_texts_match_the_rule_on_random_texts():
+    pieces = list("abzAZ' .,!-09\t\n") + [
+        "<br />", "İ", "K", "ß", "ﬁ", "é", "Σ", "\u00a0", "\u2028", "’", "\x00",
+        "''", "'a", "a'", "don't", "rock'n'roll",
+    ]  # fmt: skip
+    rng = random.Random(0)
+    for _ in range(300):
+        texts = [
+            "".join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
+            for _ in range(rng.randint(1, 5))
+        ]
+        assert bags(TokenizedTexts.of(texts)) == [Counter(tokenize(t)) for t in texts]
+
+
+@pytest.mark.parametrize("min_df", [1, 2, 3])
+def test_vocabulary_and_encoding_equal_the_reference(min_df):
+    tokens, df = reference_vocabulary(TRAIN, min_df)
+    vocab = Vocabulary.build(TRAIN, min_df)
+    assert vocab.tokens == tokens and np.array_equal(vocab.document_frequency, df)
+    assert vocab.document_frequency.dtype == np.int64 and vocab.min_df == min_df
+    assert same_vocabulary(
+        vocab, Vocabulary.from_tokenized(TokenizedTexts.of(TRAIN), min_df)
+    )
+    for texts in (TRAIN, TEST):
+        counts, kept, n_tokens, n_dropped = reference_encoding(tokens, texts)
+        for enc in (
+            vocab.encode(texts, drop_empty=True),
+            vocab.encode_tokenized(TokenizedTexts.of(texts), drop_empty=True),
+        ):
+            assert same_counts(enc.counts, counts)
+            assert np.array_equal(enc.kept, kept)
+            assert (enc.n_documents, enc.n_tokens) == (len(texts), n_tokens)
+            assert enc.n_dropped_tokens == n_dropped
+
+
+def test_min_df_equals_the_reference():
+    tok = TokenizedTexts.of(TRAIN)
+    for target in (1, 3, 8, 40):
+        want = reference_min_df(TRAIN, target, range(1, 6))
+        assert min_df_for_vocabulary_size(TRAIN, target, range(1, 6)) == want
+        assert min_df_for_tokens(tok, target, range(1, 6)) == want
+
+
+def test_build_review_corpus_equals_the_reference():
+    stars = list(range(1, 11))
+    c = build_review_corpus(
+        TRAIN, TRAIN_Y, TEST, TEST_Y, min_df=2, name="toy", train_stars=stars
+    )
+    tokens, _ = reference_vocabulary(TRAIN, 2)
+    assert c.vocabulary.tokens == tokens
+    counts, kept, n_tokens, n_dropped = reference_encoding(tokens, TRAIN)
+    assert same_counts(c.train, counts) and np.array_equal(c.train_kept, kept)
+    assert c.train_labels.tolist() == [2 * TRAIN_Y[i] - 1 for i in kept]
+    assert c.train_stars.tolist() == [stars[i] for i in kept] and c.test_stars is None
+    assert (c.n_tokens["train"], c.n_dropped_tokens["train"]) == (n_tokens, n_dropped)
+    counts, kept, n_tokens, n_dropped = reference_encoding(tokens, TEST)
+    assert same_counts(c.test, counts) and np.array_equal(c.test_kept, kept)
+    assert c.test_texts == tuple(TEST[i] for i in kept)
+    assert (c.n_tokens["test"], c.n_dropped_tokens["test"]) == (n_tokens, n_dropped)
+
+
+def test_a_selection_equals_tokenizing_the_selected_texts():
+    tok = TokenizedTexts.of(TRAIN)
+    for rows in ([0, 2, 6, 7], [9, 1, 1, 5], [4, 5], [3]):
+        want = TokenizedTexts.of([TRAIN[i] for i in rows])
+        assert same_tokens(tok.select(rows), want)
+    with pytest.raises(ValueError, match="rows must lie"):
+        tok.select([len(TRAIN)])
+
+
+def test_a_split_selection_gives_the_same_corpus_tokenized_or_not():
+    rows = balanced_indices(np.array(TRAIN_Y), np.random.default_rng(0))
+    fresh = ReviewSplit(tuple(TRAIN), np.array(TRAIN_Y))
+    tokenized = ReviewSplit(tuple(TRAIN), np.array(TRAIN_Y))
+    tokenized.tokens  # noqa: B018 -- tokenize before selecting
+    test = ReviewSplit(tuple(TEST), np.array(TEST_Y))
+    a = corpus_from_splits(fresh.select(rows), test, min_df=1)
+    b = corpus_from_splits(tokenized.select(rows), test, min_df=1)
+    c = build_review_corpus(
+        [TRAIN[i] for i in rows], [TRAIN_Y[i] for i in rows], TEST, TEST_Y, min_df=1
+    )
+    for x in (b, c):
+        assert same_vocabulary(x.vocabulary, a.vocabulary)
+        assert same_counts(x.train, a.train) and same_counts(x.test, a.test)
+        assert x.summary() == a.summary()
+
+
+def test_load_split_is_kept_per_file(tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    (tmp_path / "yelp").mkdir()
+    texts = ["good food", "bad food", "good service", "awful bad", "great good"]
+
+    def write(split, stars):
+        pd.DataFrame({"text": texts, "stars": stars}).to_parquet(
+            tmp_path / "yelp" / f"{split}.parquet"
+        )
+
+    write("train", [5, 1, 4, 2, 5])
+    write("test", [4, 2, 5, 1, 3])  # the 3-star review is dropped
+    clear_split_cache()
+    first = load_split("yelp", "train")
+    assert load_split("yelp", "train") is first
+    assert first.labels01.tolist() == [1, 0, 1, 0, 1]
+    corpus = prepare_reviews("yelp", 1)
+    assert corpus.n_documents == {"train": 5, "test": 4}
+    balanced, _ = reviews_for_vocabulary("yelp", 3, np.random.default_rng(1))
+    assert balanced.n_documents == {"train": 4, "test": 4}
+    write("train", [1, 1, 4, 2, 5])  # new contents: read again
+    again = load_split("yelp", "train")
+    assert again is not first and again.labels01.tolist() == [0, 0, 1, 0, 1]
+    clear_split_cache()
+    assert load_split("yelp", "train") is not again
+    clear_split_cache()
