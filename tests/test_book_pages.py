@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -261,63 +259,3 @@ def test_figures_are_fitted_to_the_column_when_displayed():
     assert width_in == pytest.approx(plotting.COLUMN_WIDTH_IN)
     assert width_px <= plotting.COLUMN_WIDTH_IN * plotting.SCREEN_DPI
     assert font >= plotting.MIN_FONT_PT
-
-
-def test_dashboard_links_each_check_to_its_cell(tmp_path):
-    """In a real build the dashboard links a check to the anchor of the code cell that
-    asserts it, shows it in words with its math, and marks a control as such."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    import nbformat
-
-    book = tmp_path / "book"
-    book.mkdir()
-    (book / "_config.yml").write_text(
-        "title: mini\nexecute:\n  execute_notebooks: force\n"
-        "sphinx:\n  extra_extensions:\n    - sphinx_proof\n    - "
-        "attnbook.book.sphinxext\n"
-    )
-    (book / "_toc.yml").write_text(
-        "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n  - file: repro\n"
-    )
-    (book / "intro.md").write_text("# Mini\n\n$x$\n\n```{claims-dashboard}\n```\n")
-    (book / "repro.md").write_text("# Repro\n\n```{run-report}\n```\n")
-    code = (
-        "from attnbook.book.records import check, compare_with_paper\n"
-        "check('stat', 0.5, 0.25, claim='C1', what='the statistic $r$')\n"
-        "check('ctl', 1.0, 1.0, claim='C1', role='control')\n"
-        "compare_with_paper('paper', 0.1, 0.5, claim='C1');"
-    )
-    nb = nbformat.v4.new_notebook(
-        cells=[
-            nbformat.v4.new_markdown_cell("# Chapter"),
-            nbformat.v4.new_code_cell(
-                "from attnbook.book.chapter import start_chapter\n"
-                "rng, device = start_chapter('ch1', seed=1)"
-            ),
-            nbformat.v4.new_code_cell(code),
-        ]
-    )
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nbformat.write(nb, book / "ch1.ipynb")
-    exe = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
-    env = {k: v for k, v in os.environ.items() if k != "ATTNBOOK_RECORD_DIR"}
-    proc = subprocess.run(
-        [exe or "jupyter-book", "build", str(book), "-W", "-n"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    intro = (book / "_build" / "html" / "intro.html").read_text()
-    chapter = (book / "_build" / "html" / "ch1.html").read_text()
-    assert 'href="ch1.html#cell-2"' in intro and 'id="cell-2"' in chapter
-    assert "the statistic" in intro and r"\(r\)" in intro
-    assert "negative control" in intro and "NOT REPRODUCED" in intro
-    assert "attnbook-badge-not-reproduced" in intro and "<details" in intro
-    report = (book / "_build" / "html" / "repro.html").read_text()
-    assert "2 / 2" in report and "0 / 1" in report  # asserted; paper statements

@@ -571,14 +571,20 @@ def _build(folder: Path) -> subprocess.CompletedProcess:
 
 def test_dashboard_in_a_real_build(tmp_path):
     """The chapters executed beforehand (attnbook.book.execution, as
-    scripts/build-book.sh does) are taken from the cache, not run again; the extension
-    renders PASS rows from that run's records, and the run report."""
+    scripts/build-book.sh does) are taken from the cache, not run again. The extension
+    renders the dashboard from that run's records: PASS rows linked to the result stated
+    before them and to the anchor of the cell that asserts them, checks in words with
+    their math, a control marked as such, a paper statement that does not hold as NOT
+    REPRODUCED; and the run report."""
     book = _mini_book(
         tmp_path / "ok",
-        "from attnbook.book.records import check\n"
+        "from attnbook.book.records import check, compare_with_paper\n"
         "from attnbook.book.chapter import start_chapter\n"
         "rng, device = start_chapter('ch1', seed=5)\n"
         "check('mini_stat', 0.5, 0.25, '>=', claim='C1')\n"
+        "check('stat', 0.5, 0.25, claim='C1', what='the statistic $r$')\n"
+        "check('ctl', 1.0, 1.0, claim='C1', role='control')\n"
+        "compare_with_paper('paper', 0.1, 0.5, claim='C2')\n"
         "open('executions.txt', 'a').write('x');",
         mode="cache",
     )
@@ -588,14 +594,20 @@ def test_dashboard_in_a_real_build(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (book / "executions.txt").read_text() == "x"  # executed once, before
     html = (book / "_build" / "html" / "intro.html").read_text()
+    chapter = (book / "_build" / "html" / "ch1.html").read_text()
     assert "mini_stat" in html and "PASS" in html and "NOT CHECKED" in html
     assert "Lemma 1" in html  # the check is linked to the lemma stated before it
+    assert 'href="ch1.html#cell-1"' in html and 'id="cell-1"' in chapter
+    assert "the statistic" in html and r"\(r\)" in html
+    assert "negative control" in html and "NOT REPRODUCED" in html
+    assert "attnbook-badge-not-reproduced" in html and "<details" in html
     records = book / "_build" / "records" / "book"
     assert json.loads((records / "ch1.json").read_text())["run_id"] == read_run_id(
         records
     )
     report_html = (book / "_build" / "html" / "repro.html").read_text()
     assert "Run time (s)" in report_html and ">5<" in report_html  # the seed
+    assert "3 / 3" in report_html and "0 / 1" in report_html  # asserted; paper
 
 
 def test_build_fails_without_a_chapter_record(tmp_path):
