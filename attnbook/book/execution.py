@@ -213,13 +213,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check-run", type=Path, metavar="FOLDER")
     parser.add_argument(
-        "--skip", nargs="*", default=[], metavar="CHAPTER", help="with --check-run"
+        "--chapters",
+        nargs="+",
+        metavar="CHAPTER",
+        help="with --check-run: the chapters to execute (default: all)",
     )
     args = parser.parse_args(argv)
     if args.check_run is None:
         report = execute_book(args.root, args.build, jobs=args.jobs)
     else:
-        chosen = [p for p in book_notebooks(args.root) if p.stem not in args.skip]
+        notebooks = book_notebooks(args.root)
+        chosen = [p for p in notebooks if not args.chapters or p.stem in args.chapters]
+        unknown = set(args.chapters or ()) - {p.stem for p in notebooks}
+        if unknown:
+            parser.error(f"not chapters of the book: {sorted(unknown)}")
         report = execute_notebooks(chosen, args.check_run.resolve(), jobs=args.jobs)
     total = sum(report.seconds.values())
     print(
