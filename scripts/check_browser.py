@@ -24,11 +24,13 @@ import argparse
 import functools
 import http.server
 import json
+import multiprocessing
 import os
 import re
 import shutil
 import sys
 import threading
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
@@ -343,37 +345,52 @@ def _offline_routes(context, allowed_prefix: str, refused: list[str]) -> None:
     context.route("**/*", route)
 
 
-def check_book(html_dir: Path, screenshot_dir: Path | None = None,
-               pages: list[str] | None = None,
-               viewports: tuple[Viewport, ...] = VIEWPORTS) -> list[PageReport]:
-    """Check every page at every viewport; links are checked once, at the first viewport."""
+def _check_viewport(html_dir: Path, screenshot_dir: Path | None, pages: list[str],
+                    vp: Viewport, check_links: bool) -> list[PageReport]:
+    """Every page at one viewport, in a browser of its own."""
     from playwright.sync_api import sync_playwright
 
-    html_dir = Path(html_dir).resolve()
-    if not (html_dir / "index.html").is_file():
-        raise FileNotFoundError(f"no built book: {html_dir / 'index.html'} does not exist")
-    pages = book_pages() if pages is None else pages
     reports: list[PageReport] = []
     with serve(html_dir) as base_url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
         try:
-            for n, vp in enumerate(viewports):
-                context = browser.new_context(
-                    viewport={"width": vp.width, "height": vp.height},
-                    is_mobile=vp.width < 600, has_touch=vp.width < 600)
-                refused: list[str] = []
-                _offline_routes(context, base_url, refused)
-                for page in pages:
-                    start = len(refused)
-                    rep = check_page(context, html_dir, base_url, page, vp, screenshot_dir,
-                                     check_links=(n == 0))
-                    rep.problems += [f"request outside the book (the book must read offline): {u}"
-                                     for u in dict.fromkeys(refused[start:])]
-                    reports.append(rep)
-                context.close()
+            context = browser.new_context(
+                viewport={"width": vp.width, "height": vp.height},
+                is_mobile=vp.width < 600, has_touch=vp.width < 600)
+            refused: list[str] = []
+            _offline_routes(context, base_url, refused)
+            for page in pages:
+                start = len(refused)
+                rep = check_page(context, html_dir, base_url, page, vp, screenshot_dir,
+                                 check_links=check_links)
+                rep.problems += [f"request outside the book (the book must read offline): {u}"
+                                 for u in dict.fromkeys(refused[start:])]
+                reports.append(rep)
+            context.close()
         finally:
             browser.close()
     return reports
+
+
+def check_book(html_dir: Path, screenshot_dir: Path | None = None,
+               pages: list[str] | None = None,
+               viewports: tuple[Viewport, ...] = VIEWPORTS,
+               jobs: int | None = None) -> list[PageReport]:
+    """Check every page at every viewport; links are checked once, at the first viewport.
+    The viewports are read side by side, ``jobs`` at a time (default: one per CPU this
+    process may use), each in a process and browser of its own."""
+    html_dir = Path(html_dir).resolve()
+    if not (html_dir / "index.html").is_file():
+        raise FileNotFoundError(f"no built book: {html_dir / 'index.html'} does not exist")
+    pages = book_pages() if pages is None else pages
+    jobs = min(jobs or len(os.sched_getaffinity(0)), len(viewports))
+    tasks = [(html_dir, screenshot_dir, pages, vp, n == 0) for n, vp in enumerate(viewports)]
+    if jobs <= 1:
+        return [r for task in tasks for r in _check_viewport(*task)]
+    context = multiprocessing.get_context("fork")  # the module need not be importable
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        found = [pool.submit(_check_viewport, *task) for task in tasks]
+        return [r for f in found for r in f.result()]
 
 
 def first_page_with_math(html_dir: Path, pages: list[str]) -> str | None:

@@ -55,6 +55,9 @@ def test_two_executions_identical_numbers():
     # the second execution runs the book's chapters, possibly not all of them
     extra = sorted(set(second) - set(book))
     assert not extra, f"not in the book: {extra}"
+    for name, rec in second.items():
+        assert rec["checks"] and rec["glued"] and rec["seeds"], f"{name}: no record"
+        assert rec["cell_errors"] == 0 and rec["cells"] > 0, name
     problems = compare_records({k: book[k] for k in second}, second)
     assert not problems, "the two executions differ:\n" + "\n".join(problems)
     n_values = sum(len(r["glued"]) for r in second.values())
@@ -79,36 +82,6 @@ def test_every_claim_is_checked_by_the_book():
     print(" ".join(f"{r.claim.id}:{r.status}({len(r.checks)})" for r in rows))
 
 
-def _execute(notebook: Path, record_dir: Path, monkeypatch) -> dict:
-    import nbformat
-    from nbclient import NotebookClient
-
-    monkeypatch.setenv(RECORD_DIR_ENV, str(record_dir))
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(notebook, as_version=4)
-    NotebookClient(
-        nb,
-        timeout=600,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(notebook.parent)}},
-    ).execute()
-    return load_records(record_dir)
-
-
-def test_setup_chapter_records_its_run(tmp_path, monkeypatch):
-    """A chapter executed with a record folder records its numbers, checks and seeds
-    (the test command executes the chapters twice and compares the records)."""
-    record = _execute(ROOT / "chapters" / "01_setup.ipynb", tmp_path, monkeypatch)
-    assert set(record) == {"01_setup"}
-    rec = record["01_setup"]
-    assert rec["checks"] and rec["glued"] and rec["seeds"], (
-        "the chapter recorded nothing"
-    )
-    assert rec["cell_errors"] == 0 and rec["cells"] > 0 and rec["elapsed_s"] > 0
-
-
-# --------------------------------------------------------------------------- records
 def test_records_written_only_when_asked(tmp_path, monkeypatch):
     report.start_record("ch_unset")
     report.glue("x", 1.5)
