@@ -40,9 +40,14 @@ def book(tmp_path):
         "print(os.environ['ATTNBOOK_RUN_ID'], os.getcwd())",
     )
     _notebook(tmp_path / "chapters" / "bad.ipynb", "raise RuntimeError('boom')")
+    _notebook(tmp_path / "chapters" / "nokernel.ipynb", "1")
+    nb = nbformat.read(tmp_path / "chapters" / "nokernel.ipynb", as_version=4)
+    nb.metadata["kernelspec"]["name"] = "no-such-kernel"
+    nbformat.write(nb, tmp_path / "chapters" / "nokernel.ipynb")
     (tmp_path / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nchapters:\n"
         "  - file: chapters/good\n  - file: chapters/bad\n  - file: chapters/none\n"
+        "  - file: chapters/nokernel\n"
     )
     return tmp_path
 
@@ -51,6 +56,7 @@ def test_book_notebooks_in_toc_order_and_existing_only(book):
     assert book_notebooks(book) == [
         book / "chapters" / "good.ipynb",
         book / "chapters" / "bad.ipynb",
+        book / "chapters" / "nokernel.ipynb",
     ]
     with pytest.raises(ValueError, match="no table of contents"):
         book_notebooks(book / "chapters")
@@ -74,8 +80,11 @@ def test_execute_book_caches_what_ran_and_reports_what_failed(book, monkeypatch)
     stale = build / CACHE_DIR / "stale"
     stale.mkdir(parents=True)
     report = execute_book(book, build, jobs=2, timeout=120)
-    assert set(report.seconds) == {"good", "bad"}
-    assert set(report.failed) == {"bad"} and "boom" in report.failed["bad"]
+    assert set(report.seconds) == {"good", "bad", "nokernel"}
+    # a failed chapter, or one whose kernel does not start, is reported; the rest run
+    assert set(report.failed) == {"bad", "nokernel"}
+    assert "boom" in report.failed["bad"]
+    assert "no-such-kernel" in report.failed["nokernel"]
     assert not stale.exists()  # the cache is emptied first
     run = read_run_id(build / "records" / "book")
     # the build (MyST-NB, cache mode) finds the executed notebook by its source
@@ -88,6 +97,6 @@ def test_execute_book_caches_what_ran_and_reports_what_failed(book, monkeypatch)
         cache.match_cache_notebook(
             nbformat.read(book / "chapters" / "bad.ipynb", as_version=4)
         )
-    assert set(json.loads((build / TIMES_FILE).read_text())) == {"good", "bad"}
+    assert set(json.loads((build / TIMES_FILE).read_text())) == set(report.seconds)
     with pytest.raises(ValueError, match="jobs"):
         execute_book(book, build, jobs=0)

@@ -25,7 +25,9 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
+import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
+from jupyter_client import KernelManager
 
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
@@ -116,12 +119,31 @@ class ExecutionReport:
 def _execute_one(
     path: str, timeout: int, run: dict[str, str]
 ) -> tuple[str, object, float, str | None]:
+    """Execute the notebook at ``path`` in a kernel of its own; returns it executed,
+    its time and, when it failed, the error. On a POSIX system the kernel talks over
+    local sockets in a private folder (IPC), not TCP ports: kernels started side by side
+    cannot pick the same port."""
     os.environ.update(run)  # in the worker process: its kernels inherit the run
+    t0 = time.perf_counter()
     nb = nbformat.read(path, as_version=4)
-    result = single_nb_execution(
-        nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False
-    )
-    return path, result.nb, result.time, result.exc_string
+    sockets = tempfile.mkdtemp(prefix="attnbook-kernel-")
+    try:
+        name = nb.metadata.get("kernelspec", {}).get("name", "python3")
+        km = (
+            KernelManager(
+                kernel_name=name, transport="ipc", ip=os.path.join(sockets, "kernel")
+            )
+            if os.name == "posix"  # IPC sockets need a POSIX system
+            else KernelManager(kernel_name=name)
+        )
+        result = single_nb_execution(
+            nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False, km=km
+        )
+        return path, result.nb, result.time, result.exc_string
+    except Exception:  # the kernel did not start or died: report it, go on
+        return path, nb, time.perf_counter() - t0, traceback.format_exc()
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def _longest_first(paths: list[Path], times_file: Path | None) -> list[Path]:
