@@ -15,94 +15,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-SCRIPT = r"""
-import hashlib
-
-import numpy as np
-import torch
-
-from attnbook.data.selection import assumption_one_data
-from attnbook.experiments.curves import Dynamics, ablation_curves, log_steps
-from attnbook.experiments.picture import PictureSettings, picture_runs
-from attnbook.experiments.real_data import ReviewExperimentConfig, starting_points
-from attnbook.experiments.synthetic_picture import one_relevant_spec, synthetic_corpus
-from attnbook.models.losses import logistic_loss
-from attnbook.models.mlp_head import PooledIndex, init_mlp_head, mlp_attention_output
-from attnbook.models.training import fit
-from attnbook.models.two_layer import init_two_layer, two_layer_output
-from attnbook.runtime import seed_everything
-from attnbook.theory.flow_analysis import one_step_problem
-from attnbook.theory.flow_batch import batched_gradient_flow
-from attnbook.theory.max_margin import max_margin_solution
-from attnbook.theory.selection_map import selection_map
-
-digest = hashlib.sha256()
-
-
-def add(*values):
-    for x in values:
-        if isinstance(x, torch.Tensor):
-            x = x.detach().cpu().numpy()
-        digest.update(np.ascontiguousarray(np.asarray(x, dtype=np.float64)).tobytes())
-
-
-rng = seed_everything(3)
-corpus, _ = synthetic_corpus(one_relevant_spec(10, 60, 20), 300, 100, rng)
-config = ReviewExperimentConfig(dim=32, init_scale=0.01, eta=2.0)
-gd = Dynamics("gd", {"E": 0.2, "p": 0.3, "v": 0.3})
-settings = PictureSettings(seeds=(0, 1), steps=15, head_steps=15, gd=gd)
-runs = picture_runs(corpus, config, settings, null_rng=np.random.default_rng(5))
-for key in sorted(runs.scores):
-    add(*runs.scores[key])
-add(runs.null_importance)
-
-points = starting_points(corpus, config, generator=torch.Generator().manual_seed(0))
-adam = {"adam": Dynamics.adam(1e-2)}
-curves = ablation_curves(corpus, points, adam, log_steps(20, 3))
-for key in sorted(curves):
-    add(*(curves[key].metrics[m] for m in sorted(curves[key].metrics)))
-
-instances = [
-    assumption_one_data(12, n_positive=3, n_negative=3, n_irrelevant=20, length=6,
-                        rng=rng)
-    for _ in range(2)
-]
-problems, selected, directions = [], [], []
-for seed, inst in enumerate(instances):
-    E1, v, p0 = one_step_problem(inst, 32, 1.0, seed=seed)
-    sol = max_margin_solution(E1, inst.counts, inst.important)
-    add(sol.p, E1, v)
-    problems.append((E1, v, inst.counts, inst.labels, p0))
-    selected.append(inst.important)
-    directions.append(torch.as_tensor(sol.p))
-for path in batched_gradient_flow(
-    problems, log_t_max=8.0, selected=selected, directions=directions
-):
-    add(path.p[-1], path.selected_mass[-1])
-regime = selection_map(
-    instances, embed_scales=[1.0, 0.2], dims=[16], cls_scales=[0.01], eta=1.0,
-    log_t_max=20.0, dtau=0.1, seed_offset=7,
-)
-add(regime.select_dtypes("number").to_numpy())
-
-y = torch.as_tensor(corpus.train_labels, dtype=torch.float32)
-for init, output, data in (
-    (init_two_layer, two_layer_output, corpus.train),
-    (init_mlp_head, mlp_attention_output, PooledIndex.build(corpus.train)),
-):
-    params = init(corpus.vocab_size, 16, generator=torch.Generator().manual_seed(1))
-    fit(params, lambda: logistic_loss(output(params, data), y), steps=5, lr=1e-2)
-    add(*(params[k] for k in sorted(params)))
-print(digest.hexdigest())
-"""
+WORKLOAD = Path(__file__).with_name("determinism_workload.py")
 
 
 def _digest(hash_seed: str) -> str:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "OMP_NUM_THREADS": "1"}
     env.pop("ATTNBOOK_RECORD_DIR", None)
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
+        [sys.executable, str(WORKLOAD)],
         capture_output=True,
         text=True,
         env=env,

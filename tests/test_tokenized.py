@@ -152,6 +152,11 @@ def test_vocabulary_and_encoding_equal_the_reference(min_df):
             assert np.array_equal(enc.kept, kept)
             assert (enc.n_documents, enc.n_tokens) == (len(texts), n_tokens)
             assert enc.n_dropped_tokens == n_dropped
+    counts, kept, n_tokens, _ = reference_encoding(tokens, TRAIN)
+    for texts in (TRAIN, TokenizedTexts.of(TRAIN)):
+        both, enc = Vocabulary.build_and_encode(texts, min_df, drop_empty=True)
+        assert same_vocabulary(both, vocab) and same_counts(enc.counts, counts)
+        assert np.array_equal(enc.kept, kept) and enc.n_tokens == n_tokens
 
 
 def test_min_df_equals_the_reference():

@@ -219,8 +219,9 @@ def corpus_from_splits(
         )
     stars_train = _optional(train.stars, len(train.texts), "train_stars")
     stars_test = _optional(test.stars, len(test.texts), "test_stars")
-    vocab = Vocabulary.from_tokenized(train.tokens, min_df)
-    enc_train = vocab.encode_tokenized(train.tokens, drop_empty=True)
+    vocab, enc_train = Vocabulary.build_and_encode(
+        train.tokens, min_df, drop_empty=True
+    )
     enc_test = vocab.encode_tokenized(test.tokens, drop_empty=True)
     kt, ks = enc_train.kept, enc_test.kept
     if np.unique(y_train[kt]).size < 2:

@@ -286,6 +286,18 @@ class Vocabulary:
         df = texts.document_frequency[:size].copy()
         return cls(texts.words[:size], df, int(min_df))
 
+    @classmethod
+    def build_and_encode(
+        cls, texts: Sequence[str] | TokenizedTexts, min_df: int, *, drop_empty: bool
+    ) -> tuple["Vocabulary", EncodedCorpus]:
+        """The vocabulary of ``texts`` (:meth:`build`) and the texts encoded over it
+        (:meth:`encode`), tokenizing them once."""
+        tokens = (
+            texts if isinstance(texts, TokenizedTexts) else TokenizedTexts.of(texts)
+        )
+        vocab = cls.from_tokenized(tokens, min_df)
+        return vocab, vocab.encode_tokenized(tokens, drop_empty=drop_empty)
+
     def encode(
         self, texts: Sequence[str], *, drop_empty: bool = False
     ) -> EncodedCorpus:
