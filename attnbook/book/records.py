@@ -42,6 +42,7 @@ __all__ = [
     "check",
     "Check",
     "ROLES",
+    "READINGS",
     "CHECKS",
     "GLUED",
     "VOLATILE",
@@ -76,6 +77,9 @@ class Check:
     # evidence for a claim, an implementation identity, or a control
     role: str = "evidence"
     what: str | None = None  # the check in words, for the dashboard
+    # "paper": tests the paper's statement as the dashboard quotes it (decides the
+    # claim's badge); "book": the book's own reading or a side remark (shown apart)
+    reading: str = "paper"
 
 
 CHECKS: list[Check] = []
@@ -83,6 +87,12 @@ GLUED: dict[str, Any] = {}
 VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
 
 _RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
+
+#: Whose statement a check tests: only ``paper`` evidence decides a claim's badge.
+READINGS = {
+    "paper": "the paper's statement as the claims dashboard quotes it",
+    "book": "the book's own reading of the claim, or a remark beside it",
+}
 
 #: What a check is for. Only ``evidence`` counts toward a claim's status.
 ROLES = {
@@ -215,10 +225,13 @@ def _record_check(
     asserted: bool,
     role: str,
     what: str | None = None,
+    reading: str = "paper",
 ) -> bool:
     """Validate, record and glue one comparison of a statistic with its threshold."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
+    if reading not in READINGS:
+        raise ValueError(f"reading must be one of {sorted(READINGS)}, got {reading!r}")
     if relation not in _RELATIONS:
         raise ValueError(
             f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}"
@@ -245,6 +258,7 @@ def _record_check(
             asserted,
             role,
             what,
+            reading,
         )
     )
     glue(name, value, volatile=volatile)
@@ -262,6 +276,7 @@ def check(
     volatile: bool = False,
     role: str = "evidence",
     what: str | None = None,
+    reading: str = "paper",
 ) -> float:
     """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
     check.
@@ -274,13 +289,26 @@ def check(
     what the check is for (:data:`ROLES`): ``"evidence"`` for a claim, ``"identity"`` of
     two implementations, or ``"control"`` (a negative control or sanity check); only
     evidence counts toward a claim's status. ``what`` says in words what is checked
-    (the dashboard shows it instead of ``name``).
+    (the dashboard shows it instead of ``name``). ``reading`` says whose statement the
+    check tests (:data:`READINGS`): ``"paper"`` (the claim as the dashboard quotes it;
+    only such evidence decides the claim's badge) or ``"book"`` (the book's own stricter
+    reading or a side remark, shown on its own line under the claim).
 
     Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
     and ``ValueError`` for an unknown relation or a non-finite value.
     """
     passed = _record_check(
-        name, value, threshold, relation, claim, result, volatile, True, role, what
+        name,
+        value,
+        threshold,
+        relation,
+        claim,
+        result,
+        volatile,
+        True,
+        role,
+        what,
+        reading,
     )
     assert passed, (
         f"check {name!r} failed: measured {value:.6g}, required {relation} "
@@ -298,6 +326,7 @@ def compare_with_paper(
     claim: str,
     result: str | None = None,
     what: str | None = None,
+    reading: str = "paper",
 ) -> bool:
     """Set a measured statistic against the threshold a statement of the paper implies,
     without asserting it; glue ``value`` as ``name``, record the outcome and return it.
@@ -311,7 +340,17 @@ def compare_with_paper(
     if not claim:
         raise ValueError("compare_with_paper needs the claim of the paper it measures")
     return _record_check(
-        name, value, threshold, relation, claim, result, False, False, "evidence", what
+        name,
+        value,
+        threshold,
+        relation,
+        claim,
+        result,
+        False,
+        False,
+        "evidence",
+        what,
+        reading,
     )
 
 
