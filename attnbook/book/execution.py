@@ -21,14 +21,19 @@ Run it as ``python -m attnbook.book.execution [--jobs N]`` from the book's root
 from __future__ import annotations
 
 import argparse
+import ctypes
+import fcntl
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
-import traceback
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,9 +41,8 @@ import nbformat
 import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
-from jupyter_cache.executors.utils import single_nb_execution
-from jupyter_client import KernelManager
 
+from attnbook.book.chapter_run import describe_exit, set_aside_record
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
 __all__ = [
@@ -51,6 +55,10 @@ __all__ = [
     "execute_notebooks",
     "execute_book",
     "ExecutionReport",
+    "run_lock",
+    "RunInterrupted",
+    "default_jobs",
+    "available_memory",
     "main",
 ]
 
@@ -59,6 +67,9 @@ RUN_FILE = "run-id.txt"
 #: In the build folder: each chapter's execution time in the last run (seconds), used
 #: to start the longest chapters first.
 TIMES_FILE = "execution_times.json"
+#: The memory a chapter's kernel is assumed to need when the previous run is unknown
+#: (bytes; the largest kernel peak measured on the book's chapters, rounded up).
+CHAPTER_BYTES = 3 * 2**30
 #: Where ``jupyter-book`` keeps its cache (``execute.cache`` empty in ``_config.yml``).
 CACHE_DIR = ".jupyter_cache"
 
@@ -109,51 +120,175 @@ def read_run_id(records: Path) -> str | None:
 
 @dataclass
 class ExecutionReport:
-    """Seconds per executed notebook, and the error text of those that failed."""
+    """Seconds per executed notebook, the error text of those that failed and each
+    chapter kernel's peak resident memory (bytes)."""
 
     seconds: dict[str, float] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    peak_bytes: dict[str, int] = field(default_factory=dict)
     wall: float = 0.0
 
 
-def _execute_one(
-    path: str, timeout: int, run: dict[str, str]
-) -> tuple[str, object, float, str | None]:
-    """Execute the notebook at ``path`` in a kernel of its own; returns it executed,
-    its time and, when it failed, the error. On a POSIX system the kernel talks over
-    local sockets in a private folder (IPC), not TCP ports: kernels started side by side
-    cannot pick the same port."""
-    os.environ.update(run)  # in the worker process: its kernels inherit the run
-    t0 = time.perf_counter()
-    nb = nbformat.read(path, as_version=4)
-    sockets = tempfile.mkdtemp(prefix="attnbook-kernel-")
-    try:
-        name = nb.metadata.get("kernelspec", {}).get("name", "python3")
-        km = (
-            KernelManager(
-                kernel_name=name, transport="ipc", ip=os.path.join(sockets, "kernel")
-            )
-            if os.name == "posix"  # IPC sockets need a POSIX system
-            else KernelManager(kernel_name=name)
-        )
-        result = single_nb_execution(
-            nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False, km=km
-        )
-        return path, result.nb, result.time, result.exc_string
-    except Exception:  # the kernel did not start or died: report it, go on
-        return path, nb, time.perf_counter() - t0, traceback.format_exc()
-    finally:
-        shutil.rmtree(sockets, ignore_errors=True)
-
-
-def _longest_first(paths: list[Path], times_file: Path | None) -> list[Path]:
+def _last_run(times_file: Path | None) -> dict[str, dict[str, float]]:
+    """The previous run's times and memory by chapter (empty when unknown)."""
     try:
         last = json.loads(Path(times_file).read_text()) if times_file else {}
     except (OSError, ValueError):
-        last = {}
+        return {}
     if not isinstance(last, dict):
-        last = {}
-    return sorted(paths, key=lambda p: -float(last.get(p.stem, 0.0)))
+        return {}
+    out = {}
+    for name, entry in last.items():
+        if isinstance(entry, (int, float)):  # the format before memory was recorded
+            entry = {"seconds": entry}
+        if isinstance(entry, dict):
+            out[str(name)] = entry
+    return out
+
+
+def _longest_first(paths: list[Path], times_file: Path | None) -> list[Path]:
+    last = _last_run(times_file)
+    return sorted(paths, key=lambda p: -float(last.get(p.stem, {}).get("seconds", 0.0)))
+
+
+def _set_parent_death_signal() -> None:
+    """In a chapter's process (Linux): receive SIGTERM when the executor dies, even
+    by SIGKILL, so that no chapter outlives the run that started it."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@contextmanager
+def run_lock(records: Path, wait: float = 30.0) -> Iterator[int]:
+    """Hold the lock of the run recorded in ``records`` (``records`` + ``.lock``):
+    one execution at a time writes a records folder. The lock is an ``flock`` that
+    the chapters' processes inherit, so it is held until the last process of a run
+    has ended, even when the executor was killed. Waits up to ``wait`` seconds for an
+    earlier run to end, then raises ``RuntimeError`` naming the run that holds it."""
+    path = Path(f"{records}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = path.read_text().strip() or "unknown"
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"another execution of the book is writing {records} "
+                        f"(process {holder}, lock {path}); wait for it to end or "
+                        "stop it, then start again"
+                    ) from None
+                if not told:
+                    print(
+                        f"[attnbook] waiting for the execution in process {holder} "
+                        f"to end (it holds {path})",
+                        flush=True,
+                    )
+                    told = True
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+class RunInterrupted(Exception):
+    """The executor received a signal that ends the run (SIGINT, SIGTERM, SIGHUP)."""
+
+
+@contextmanager
+def _signals_end_the_run() -> Iterator[None]:
+    """While the run goes on, SIGINT, SIGTERM and SIGHUP raise :class:`RunInterrupted`
+    in the executor (even where the shell started it with SIGINT ignored), so that it
+    stops its chapters before it exits. Outside the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise RunInterrupted(f"the execution received {signal.Signals(signum).name}")
+
+    before = {
+        sig: signal.signal(sig, stop)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class _Running:
+    path: Path
+    process: subprocess.Popen
+    result: Path
+    log: Path
+
+
+def _start_chapter(
+    path: Path, scratch: Path, timeout: int, env: dict[str, str], lock_fd: int
+) -> _Running:
+    result = scratch / f"{path.stem}.json"
+    log = scratch / f"{path.stem}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "attnbook.book.chapter_run",
+                str(path),
+                str(result),
+                str(timeout),
+                str(os.getpid()),
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            pass_fds=(lock_fd,),
+            preexec_fn=_set_parent_death_signal,
+        )
+    return _Running(path, process, result, log)
+
+
+def _outcome(job: _Running) -> dict:
+    """What a finished chapter process reported (or, when it reported nothing, how
+    it ended)."""
+    try:
+        return json.loads(job.result.read_text())
+    except (OSError, ValueError):
+        tail = job.log.read_text(errors="replace")[-2000:] if job.log.exists() else ""
+        how = describe_exit(job.process.returncode)
+        return {
+            "notebook": None,
+            "seconds": 0.0,
+            "peak_kernel_bytes": 0,
+            "error": f"the chapter's process ended ({how}) without reporting an "
+            f"outcome\n{tail}",
+        }
+
+
+def _stop(running: list[_Running], grace: float = 5.0) -> None:
+    """End the chapters still running: SIGTERM (each kills its kernel), then SIGKILL."""
+    for job in running:
+        if job.process.poll() is None:
+            job.process.terminate()
+    deadline = time.monotonic() + grace
+    for job in running:
+        try:
+            job.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            job.process.kill()
+            job.process.wait()
 
 
 def execute_notebooks(
@@ -164,44 +299,123 @@ def execute_notebooks(
     cache: Path | None = None,
     times_file: Path | None = None,
     timeout: int = 900,
+    lock_wait: float = 30.0,
 ) -> ExecutionReport:
-    """Execute ``notebooks`` with ``jobs`` processes as one run (:func:`new_run` on
-    ``records``); with ``cache``, store the executed notebooks in that Jupyter cache
-    (emptied first). With ``times_file``, the chapters that took longest in the
-    previous run start first, and this run's times are written there."""
+    """Execute ``notebooks``, ``jobs`` at a time, as one run (:func:`new_run` on
+    ``records``, under :func:`run_lock`); with ``cache``, store the executed notebooks
+    in that Jupyter cache (emptied first). With ``times_file``, the chapters that took
+    longest in the previous run start first, and this run's times and memory are
+    written there. Another execution writing ``records`` is waited for up to
+    ``lock_wait`` seconds (:func:`run_lock`).
+
+    Each chapter runs in a process of its own (:mod:`attnbook.book.chapter_run`) whose
+    kernel ends with it, so at most ``jobs`` kernels are alive at any time. A chapter
+    that fails (a cell raised, it timed out, its kernel died) is reported with its
+    cause, its record is set aside and nothing of it is cached; the others go on.
+    """
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     records = Path(records).resolve()
-    run = {RECORD_DIR_ENV: str(records), RUN_ID_ENV: new_run(records)}
-    store = None
-    if cache is not None:
-        shutil.rmtree(cache, ignore_errors=True)
-        store = get_cache(str(cache))
     order = _longest_first(list(notebooks), times_file)
-    report, t0 = ExecutionReport(), time.perf_counter()
-    with ProcessPoolExecutor(max_workers=min(jobs, len(order) or 1)) as pool:
-        pending = {pool.submit(_execute_one, str(p), timeout, run) for p in order}
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                path, nb, seconds, error = future.result()
-                name = Path(path).stem
-                report.seconds[name] = seconds
-                if error is not None:
-                    report.failed[name] = error
-                    print(f"[attnbook] {name}: FAILED ({seconds:.1f} s)", flush=True)
-                    continue
-                if store is not None:
-                    store.cache_notebook_bundle(
-                        CacheBundleIn(nb, path, data={"execution_seconds": seconds}),
-                        check_validity=False,
-                        overwrite=True,
-                    )
-                print(f"[attnbook] {name}: executed in {seconds:.1f} s", flush=True)
-    report.wall = time.perf_counter() - t0
+    report = ExecutionReport()
+    with run_lock(records, wait=lock_wait) as lock_fd:
+        env = {**os.environ, RECORD_DIR_ENV: str(records), RUN_ID_ENV: new_run(records)}
+        store = None
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
+            store = get_cache(str(cache))
+        t0 = time.perf_counter()
+        scratch = Path(tempfile.mkdtemp(prefix="attnbook-run-"))
+        queue, running = list(order), []
+        try:
+            with _signals_end_the_run():
+                while queue or running:
+                    while queue and len(running) < jobs:
+                        running.append(
+                            _start_chapter(queue.pop(0), scratch, timeout, env, lock_fd)
+                        )
+                    time.sleep(0.1)
+                    for job in [j for j in running if j.process.poll() is not None]:
+                        running.remove(job)
+                        _finished(job, report, records, store)
+        finally:
+            _stop(running)  # an interrupted run: its chapters end, none is published
+            for job in running:
+                set_aside_record(job.path.stem, records)
+            shutil.rmtree(scratch, ignore_errors=True)
+        report.wall = time.perf_counter() - t0
     if times_file is not None:
-        Path(times_file).write_text(json.dumps(report.seconds, indent=1) + "\n")
+        entries = {
+            name: {"seconds": round(s, 2), "peak_bytes": report.peak_bytes.get(name, 0)}
+            for name, s in report.seconds.items()
+        }
+        Path(times_file).write_text(json.dumps(entries, indent=1) + "\n")
     return report
+
+
+def _finished(job: _Running, report: ExecutionReport, records: Path, store) -> None:
+    """Take in the outcome of a finished chapter: cache it or report its failure."""
+    name = job.path.stem
+    outcome = _outcome(job)
+    seconds = float(outcome.get("seconds") or 0.0)
+    report.seconds[name] = seconds
+    report.peak_bytes[name] = int(outcome.get("peak_kernel_bytes") or 0)
+    memory = f"kernel peak {report.peak_bytes[name] / 2**30:.1f} GB"
+    error = outcome.get("error")
+    if error is None and job.process.returncode != 0:
+        error = f"the chapter's process ended ({describe_exit(job.process.returncode)})"
+    if error is not None:
+        report.failed[name] = error
+        set_aside_record(name, records)
+        cause = error.strip().splitlines()[-1] if error.strip() else "no message"
+        print(
+            f"[attnbook] {name}: FAILED ({seconds:.1f} s, {memory}): {cause}",
+            flush=True,
+        )
+        return
+    if store is not None:
+        nb = nbformat.read(outcome["notebook"], as_version=4)
+        store.cache_notebook_bundle(
+            CacheBundleIn(nb, str(job.path), data={"execution_seconds": seconds}),
+            check_validity=False,
+            overwrite=True,
+        )
+    print(f"[attnbook] {name}: executed in {seconds:.1f} s, {memory}", flush=True)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes (``MemAvailable`` on Linux), or
+    None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_jobs(times_file: Path | None = None) -> tuple[int, str]:
+    """How many chapters to execute at a time: one per CPU this process may use, and
+    no more than the available memory holds (each chapter counted at the largest
+    kernel peak of the previous run, or :data:`CHAPTER_BYTES` when unknown, with a
+    fifth of the memory kept free). Returns the number and the reason in words."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    cpus = max(1, cpus or os.cpu_count() or 1)
+    peaks = [float(e.get("peak_bytes", 0)) for e in _last_run(times_file).values()]
+    per_chapter = max([CHAPTER_BYTES, *peaks])
+    free = available_memory()
+    if free is None:
+        return cpus, f"{cpus} CPU(s), memory unknown"
+    by_memory = max(1, int(0.8 * free // per_chapter))
+    why = (
+        f"{cpus} CPU(s), {free / 2**30:.1f} GB available at "
+        f"{per_chapter / 2**30:.1f} GB a chapter"
+    )
+    return min(cpus, by_memory), why
 
 
 def execute_book(
@@ -230,8 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs",
         type=int,
-        default=len(os.sched_getaffinity(0)),
-        help="chapters executed at a time (default: the CPUs this process may use)",
+        default=None,
+        help="chapters executed at a time (default: one per CPU this process may use, "
+        "as many as the available memory holds)",
     )
     parser.add_argument("--check-run", type=Path, metavar="FOLDER")
     parser.add_argument(
@@ -241,15 +456,31 @@ def main(argv: list[str] | None = None) -> int:
         help="with --check-run: the chapters to execute (default: all)",
     )
     args = parser.parse_args(argv)
-    if args.check_run is None:
-        report = execute_book(args.root, args.build, jobs=args.jobs)
-    else:
-        notebooks = book_notebooks(args.root)
-        chosen = [p for p in notebooks if not args.chapters or p.stem in args.chapters]
-        unknown = set(args.chapters or ()) - {p.stem for p in notebooks}
-        if unknown:
-            parser.error(f"not chapters of the book: {sorted(unknown)}")
-        report = execute_notebooks(chosen, args.check_run.resolve(), jobs=args.jobs)
+    if args.jobs is None:
+        args.jobs, why = default_jobs(args.build / TIMES_FILE)
+        print(f"[attnbook] {args.jobs} chapter(s) at a time ({why})", flush=True)
+    try:
+        if args.check_run is None:
+            report = execute_book(args.root, args.build, jobs=args.jobs)
+        else:
+            notebooks = book_notebooks(args.root)
+            chosen = [
+                p for p in notebooks if not args.chapters or p.stem in args.chapters
+            ]
+            unknown = set(args.chapters or ()) - {p.stem for p in notebooks}
+            if unknown:
+                parser.error(f"not chapters of the book: {sorted(unknown)}")
+            report = execute_notebooks(chosen, args.check_run.resolve(), jobs=args.jobs)
+    except RuntimeError as err:  # another run holds the records folder
+        print(f"[attnbook] {err}", file=sys.stderr)
+        return 1
+    except RunInterrupted as err:
+        print(
+            f"[attnbook] {err}: its chapters were stopped, none was recorded as "
+            "complete",
+            file=sys.stderr,
+        )
+        return 1
     total = sum(report.seconds.values())
     print(
         f"[attnbook] {len(report.seconds)} chapters executed in {report.wall:.0f} s "
