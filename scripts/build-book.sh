@@ -8,6 +8,15 @@
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "$0")/env.sh"
+mkdir -p _build
+# One build at a time in this folder: a second one waits up to 30 s, then refuses (the
+# execution holds a lock of its own on each records folder as well).
+exec 9> _build/build.lock
+if command -v flock > /dev/null && ! flock -w 30 9; then
+  echo "[attnbook] another build of the book is running in $ROOT (it holds" \
+    "_build/build.lock); wait for it to end or stop it, then build again" >&2
+  exit 1
+fi
 rm -rf _build/html _build/jupyter_execute
 start=$(date +%s)
 python -m attnbook.book.execution ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"}

@@ -111,8 +111,11 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
             "asserted": True,
             "role": "evidence",
             "what": None,
+            "reading": "paper",
         }
     ]
+    with pytest.raises(ValueError, match="reading"):
+        report.check("s2", 1.0, 0.0, claim="C1", reading="mine")
     # a statement of the paper measured without assertion: recorded, never raises
     assert report.compare_with_paper("gap", -0.1, 0.0, ">=", claim="C6a") is False
     rec = json.loads((tmp_path / "ch.json").read_text())
@@ -338,6 +341,7 @@ def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch
             "cell_errors": 0,
             **extra,
         }
+        rec["digest"] = report.record_digest(rec)
         (folder / f"{name}.json").write_text(json.dumps(rec))
 
     write("01_setup")

@@ -6,16 +6,58 @@ import json
 import os
 from pathlib import Path
 
-from attnbook.book.records import RECORD_DIR_ENV, SCHEMA
+from attnbook.book.records import RECORD_DIR_ENV, SCHEMA, outcome, record_digest
 
-__all__ = ["load_records", "compare_records"]
+__all__ = ["load_records", "verify_record", "compare_records"]
+
+_RERUN = "rerun the chapters (scripts/build-book.sh) to record them anew"
 
 
-def load_records(folder: str | os.PathLike) -> dict[str, dict]:
-    """All chapter records in ``folder``, by chapter name.
+def verify_record(path: Path, record: dict, run_id: str | None = None) -> None:
+    """Refuse a record that its run did not write as it stands: its digest
+    (:func:`attnbook.book.records.record_digest`) must match its content, its run id
+    ``run_id`` (when given), and every check's stored outcome the outcome its value,
+    relation and threshold give. Raises ``ValueError`` naming the record and what
+    disagrees."""
+    digest = record.get("digest")
+    if digest is None:
+        raise ValueError(
+            f"{path} carries no digest: it was not written by a run; {_RERUN}"
+        )
+    if digest != record_digest(record):
+        raise ValueError(
+            f"{path} was changed after its run wrote it (its content does not match "
+            f"the digest {digest[:12]}… the run wrote); {_RERUN}"
+        )
+    if run_id is not None and record.get("run_id") != run_id:
+        raise ValueError(
+            f"{path} belongs to another run ({record.get('run_id')}, this one is "
+            f"{run_id}); {_RERUN}"
+        )
+    for chk in record.get("checks", ()):
+        try:
+            holds = outcome(chk["value"], chk["relation"], chk["threshold"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(
+                f"{path}: check {chk.get('name')!r} is malformed ({err})"
+            ) from err
+        if holds != chk.get("passed"):
+            raise ValueError(
+                f"{path}: check {chk['name']!r} is stored as "
+                f"{'passed' if chk.get('passed') else 'failed'}, but its value "
+                f"{chk['value']!r} {chk['relation']} {chk['threshold']!r} is {holds}; "
+                f"{_RERUN}"
+            )
+
+
+def load_records(
+    folder: str | os.PathLike, run_id: str | None = None
+) -> dict[str, dict]:
+    """All chapter records in ``folder``, by chapter name, each verified
+    (:func:`verify_record`; with ``run_id``, every record must belong to that run).
 
     Raises ``FileNotFoundError`` when the folder does not exist and ``ValueError`` for a
-    file that is not a record.
+    file that is not a record, or a record its run did not write as it stands.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -34,6 +76,7 @@ def load_records(folder: str | os.PathLike) -> dict[str, dict]:
             ) from err
         if not isinstance(record, dict) or record.get("schema") != SCHEMA:
             raise ValueError(f"{path} is not an attnbook record (schema {SCHEMA})")
+        verify_record(path, record, run_id)
         records[record["chapter"]] = record
     return records
 

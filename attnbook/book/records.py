@@ -22,6 +22,7 @@ Records
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -49,6 +50,8 @@ __all__ = [
     "compare_with_paper",
     "note_seed",
     "record_path",
+    "record_digest",
+    "outcome",
 ]
 
 RECORD_DIR_ENV = "ATTNBOOK_RECORD_DIR"
@@ -87,6 +90,26 @@ GLUED: dict[str, Any] = {}
 VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
 
 _RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
+
+
+def outcome(value: float, relation: str, threshold: float) -> bool:
+    """Whether ``value <relation> threshold`` holds: the one rule that decides a
+    check, when it runs and whenever its record is read back."""
+    if relation not in _RELATIONS:
+        raise ValueError(
+            f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}"
+        )
+    return bool(_RELATIONS[relation](float(value), float(threshold)))
+
+
+def record_digest(record: dict[str, Any]) -> str:
+    """The SHA-256 of a record's content (everything but its ``digest`` field, as
+    canonical JSON). The chapter writes it with every record; a reader recomputes it
+    to find a record changed after its run wrote it."""
+    body = {k: v for k, v in record.items() if k != "digest"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
 
 #: Whose statement a check tests: only ``paper`` evidence decides a claim's badge.
 READINGS = {
@@ -242,7 +265,7 @@ def _record_check(
     threshold = float(threshold)
     if not math.isfinite(threshold):
         raise ValueError(f"check {name!r}: threshold is not finite ({threshold})")
-    passed = bool(_RELATIONS[relation](value, threshold))
+    passed = outcome(value, relation, threshold)
     cell = _RUN.get("cells") if _RUN.get("watching") else None
     CHECKS.append(
         Check(
@@ -384,6 +407,7 @@ def _write_record() -> None:
         "checks": [asdict(c) for c in CHECKS],
         "environment": _RUN["environment"],
     }
+    record["digest"] = record_digest(record)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True))

@@ -141,8 +141,11 @@ def _build_records(app) -> dict[str, dict]:
         required = required_chapters(notebooks)
     except ValueError as err:
         raise ExtensionError(str(err)) from err
-    records = load_records(_record_dir(app))
     run_id = os.environ.get(RUN_ID_ENV)
+    try:
+        records = load_records(_record_dir(app), run_id)
+    except ValueError as err:  # a record its run did not write as it stands
+        raise ExtensionError(str(err)) from err
     missing = sorted(set(required) - set(records))
     if missing:
         raise ExtensionError(
@@ -153,11 +156,6 @@ def _build_records(app) -> dict[str, dict]:
             f"dashboard refuses to show stale or partial results."
         )
     for name, record in records.items():
-        if record.get("run_id") != run_id:
-            raise ExtensionError(
-                f"the record of {name} belongs to another run "
-                f"({record.get('run_id')}, this build is {run_id})"
-            )
         if record.get("cell_errors"):
             raise ExtensionError(
                 f"{record['cell_errors']} cell(s) of {name} raised an error"
