@@ -52,3 +52,18 @@ def offline_without_mirror(monkeypatch, tmp_path):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.setattr(datasets.config, name, True, raising=False)
+
+
+@pytest.fixture
+def small_splits(monkeypatch):
+    """Tests of other behaviour that read or build a mirror of a few reviews: the
+    whole-split verification (attnbook.data.recipe.verify_split) accepts any shape.
+    tests/test_data_shapes.py tests the verification itself."""
+    import attnbook.data.mirror
+    import attnbook.data.sources
+
+    def accept(name, split, values, where):
+        return None
+
+    for module in (attnbook.data.mirror, attnbook.data.sources):
+        monkeypatch.setattr(module, "verify_split", accept)

@@ -157,7 +157,7 @@ def test_yelp_stars_as_strings_are_refused(tmp_path, monkeypatch):
         load_reviews("yelp", "test")
 
 
-def test_a_yelp_mirror_needs_no_label_column(tmp_path, monkeypatch):
+def test_a_yelp_mirror_needs_no_label_column(tmp_path, monkeypatch, small_splits):
     """The label is derived from the stars; a label column, if any, is ignored."""
     _mirror(
         tmp_path,

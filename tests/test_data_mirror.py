@@ -22,7 +22,7 @@ def _archive(path, files):
     return path
 
 
-def test_imdb_archive_becomes_the_mirror_layout(tmp_path):
+def test_imdb_archive_becomes_the_mirror_layout(tmp_path, small_splits):
     files = {
         "aclImdb/train/pos/10_9.txt": "great film",
         "aclImdb/train/pos/2_7.txt": "good<br />fun",

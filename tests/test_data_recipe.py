@@ -198,7 +198,7 @@ def test_hub_imdb_of_another_size_is_refused(hub, monkeypatch, hub_data):
     monkeypatch.setitem(hub_data, ("imdb", "test"), _hub_imdb("test", drop=3))
     with pytest.raises(DatasetUnavailableError, match="the hub's data changed") as e:
         load_reviews("imdb", "test")
-    assert "holds {0: 12497, 1: 12500} reviews per class" in str(e.value)
+    assert "reviews per class: {0: 12497, 1: 12500}" in str(e.value)
 
 
 # ------------------------------------------------------------------- the run's record

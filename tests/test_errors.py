@@ -352,7 +352,7 @@ def test_wrong_name_or_split_lists_the_choices(name, split, message):
         load_reviews(name, split)
 
 
-def test_a_small_valid_mirror_loads(monkeypatch, tmp_path):
+def test_a_small_valid_mirror_loads(monkeypatch, tmp_path, small_splits):
     """The loader's success path on a mirror it did not ship: Yelp stars become
     polarity."""
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))

@@ -211,7 +211,7 @@ def test_a_split_selection_gives_the_same_corpus_tokenized_or_not():
         assert x.summary() == a.summary()
 
 
-def test_load_split_is_kept_per_file(tmp_path, monkeypatch):
+def test_load_split_is_kept_per_file(tmp_path, monkeypatch, small_splits):
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     (tmp_path / "yelp").mkdir()
     texts = ["good food", "bad food", "good service", "awful bad", "great good"]

@@ -20,12 +20,14 @@ import argparse
 import os
 import re
 import tarfile
+import zlib
 from pathlib import Path
 from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from attnbook.data.recipe import verify_split
 from attnbook.data.sources import DATA_DIR_ENV, load_reviews
 
 __all__ = ["write_imdb_mirror", "write_yelp_mirror", "main"]
@@ -33,30 +35,57 @@ __all__ = ["write_imdb_mirror", "write_yelp_mirror", "main"]
 _MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")
 
 
+def _read_imdb_archive(archive: Path) -> dict[str, list[tuple[int, int, int, str]]]:
+    """The reviews of the archive per split, read to its end: ``(label, id, rating,
+    text)``. Raises ``ValueError`` for an archive cut short or damaged, a rating
+    outside 1-10 or a review that occurs twice."""
+    rows: dict[str, list[tuple[int, int, int, str]]] = {"train": [], "test": []}
+    seen: set[tuple[str, str, str]] = set()
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                m = _MEMBER.search(member.name)
+                if not (m and member.isfile()):
+                    continue
+                split, folder_name, ident, rating = m.groups()
+                if not 1 <= int(rating) <= 10:
+                    raise ValueError(f"{member.name}: rating {rating} outside 1-10")
+                if (split, folder_name, ident) in seen:
+                    raise ValueError(
+                        f"{archive}: review {split}/{folder_name}/{ident} occurs twice"
+                    )
+                seen.add((split, folder_name, ident))
+                text = tar.extractfile(member).read().decode("utf-8")
+                label = int(folder_name == "pos")
+                rows[split].append((label, int(ident), int(rating), text))
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
+        raise ValueError(
+            f"{archive} is cut short or damaged ({type(err).__name__}: {err}); "
+            "download it again"
+        ) from err
+    return rows
+
+
 def write_imdb_mirror(archive: str | Path, folder: str | Path) -> dict[str, int]:
     """Write ``<folder>/imdb/{train,test}.parquet`` from the aclImdb ``.tar.gz``
-    archive; return the rows written per split. Raises ``ValueError`` when the archive
-    holds no review of a split or a rating outside 1-10."""
+    archive; return the rows written per split. The archive is read to its end and
+    each split verified against what IMDB is known to hold
+    (:func:`attnbook.data.recipe.verify_split`) before anything is written. Raises
+    ``ValueError`` for an archive cut short, damaged or incomplete (naming the split
+    and what is wrong), a rating outside 1-10 or a review that occurs twice."""
     archive, out = Path(archive), Path(folder) / "imdb"
     if not archive.is_file():
         raise ValueError(f"archive {archive} does not exist")
-    rows: dict[str, list[tuple[int, int, int, str]]] = {"train": [], "test": []}
-    with tarfile.open(archive, "r:*") as tar:
-        for member in tar:
-            m = _MEMBER.search(member.name)
-            if not (m and member.isfile()):
-                continue
-            split, folder_name, ident, rating = m.groups()
-            if not 1 <= int(rating) <= 10:
-                raise ValueError(f"{member.name}: rating {rating} outside 1-10")
-            text = tar.extractfile(member).read().decode("utf-8")
-            label = int(folder_name == "pos")
-            rows[split].append((label, int(ident), int(rating), text))
-    out.mkdir(parents=True, exist_ok=True)
-    written = {}
+    rows = _read_imdb_archive(archive)
     for split, found in rows.items():
         if not found:
             raise ValueError(f"{archive} holds no review of the {split} split")
+    for split, found in rows.items():
+        where = f"the {split} split of {archive}"
+        verify_split("imdb", split, [r[0] for r in found], where)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for split, found in rows.items():
         found.sort(key=lambda r: (r[0], r[1]))
         table = pa.table(
             {

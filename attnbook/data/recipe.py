@@ -47,6 +47,8 @@ __all__ = [
     "IMDB_CLASS_COUNTS",
     "YELP_STAR_COUNTS",
     "YELP_SAMPLE_SEED",
+    "known_shape",
+    "verify_split",
     "YELP_STARS",
     "sample_by_stars",
     "unescape_hub_text",
@@ -72,6 +74,54 @@ YELP_STAR_COUNTS: Mapping[str, Mapping[int, int]] = {
     "train": {1: 1_777, 2: 1_425, 4: 4_568, 5: 6_213},
     "test": {1: 444, 2: 356, 4: 1_142, 5: 1_553},
 }
+
+#: Mirror builder's command line, named in every error about a split's shape.
+REBUILD = (
+    "rebuild the mirror (python -m attnbook.data.mirror FOLDER --imdb-archive "
+    "aclImdb_v1.tar.gz --yelp-from-hub, from a complete download) or copy its files "
+    "again"
+)
+
+
+def known_shape(name: str, split: str) -> Mapping[int, int]:
+    """What a split is known to hold: reviews per class (IMDB, 0/1) or per kept star
+    (Yelp, 1/2/4/5). The one place the loader and the mirror builder take it from."""
+    table = IMDB_CLASS_COUNTS if name == "imdb" else YELP_STAR_COUNTS
+    return table[split]
+
+
+def verify_split(name: str, split: str, values: object, where: str) -> None:
+    """Refuse a split that is not whole: ``values`` are its labels (IMDB) or its kept
+    stars (Yelp), one per review; their counts must be :func:`known_shape` exactly.
+    Raises ``ValueError`` naming ``where``, what is wrong (one class only, rows missing
+    or extra, the class balance) and how to rebuild the mirror."""
+    want = {int(k): int(v) for k, v in known_shape(name, split).items()}
+    keys, counts = np.unique(np.asarray(values), return_counts=True)
+    found = {int(k): int(c) for k, c in zip(keys.tolist(), counts.tolist())}
+    if found == want:
+        return
+    n, n_want = sum(found.values()), sum(want.values())
+    kind = "class" if name == "imdb" else "star"
+    problems = []
+    if n < n_want:
+        problems.append(f"{n_want - n:,} of its {n_want:,} reviews are missing")
+    elif n > n_want:
+        problems.append(f"it has {n - n_want:,} reviews too many (duplicated rows?)")
+    positive = (lambda k: k == 1) if name == "imdb" else (lambda k: k >= 4)
+    classes = {positive(k) for k, c in found.items() if c}
+    if len(classes) < 2:
+        problems.append("it holds one class only")
+    else:
+        share = sum(c for k, c in found.items() if positive(k)) / max(n, 1)
+        share_want = sum(c for k, c in want.items() if positive(k)) / n_want
+        problems.append(f"{share:.1%} positive, against {share_want:.1%}")
+    problems.append(f"reviews per {kind}: {found}, against {want}")
+    raise ValueError(
+        f"{where} is not the whole {name} {split} split: "
+        + "; ".join(problems)
+        + f". The file is cut short, duplicated or of another corpus: {REBUILD}."
+    )
+
 
 #: Seed of the Yelp draw from the hub (the mirror's own split used the same number).
 YELP_SAMPLE_SEED = 20250601

@@ -26,6 +26,7 @@ from attnbook.data.recipe import (
     YELP_STAR_COUNTS,
     sample_by_stars,
     unescape_hub_text,
+    verify_split,
 )
 
 __all__ = ["DATA_DIR_ENV", "DatasetUnavailableError", "load_reviews", "data_source"]
@@ -168,10 +169,13 @@ def _from_mirror(name: str, split: str, folder: Path):
         ) from err
     where = str(path)
     if name == "imdb":
-        return _dataset(_imdb_columns(table, where))
+        cols = _imdb_columns(table, where)
+        verify_split(name, split, cols["label"], where)
+        return _dataset(cols)
     _require(table, ("text", "stars"), where)  # the label is derived from the stars
     stars = _integers(table, "stars", range(1, 6), "Yelp stars 1 to 5", where)
     keep = np.flatnonzero(stars != 3)
+    verify_split(name, split, stars[keep], where)
     return _dataset(_yelp_columns(_texts(table, where).take(keep), stars[keep]))
 
 
@@ -191,14 +195,13 @@ def _from_hub(name: str, split: str):
     where = f"the hub's '{hub_id}' ({split} split)"
     if name == "imdb":
         cols = _imdb_columns(table, where)
-        labels, counts = np.unique(cols["label"], return_counts=True)
-        found = dict(zip(labels.tolist(), counts.tolist()))
-        want = IMDB_CLASS_COUNTS[split]
-        if found != dict(want):
+        try:
+            verify_split(name, split, cols["label"], where)
+        except ValueError as err:
             raise DatasetUnavailableError(
-                f"{where} holds {found} reviews per class; the recipe {RECIPE} "
-                f"expects {dict(want)}: the hub's data changed. " + _how_to_get(name)
-            )
+                f"{err} So the hub's data changed (recipe {RECIPE}). "
+                + _how_to_get(name)
+            ) from err
         return _dataset(cols)
     _require(table, ("text", "label"), where)
     stars = 1 + _integers(table, "label", range(5), "classes 0-4 (stars - 1)", where)
