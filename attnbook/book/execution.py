@@ -1,18 +1,28 @@
 """Execute the book's chapters in parallel, before Sphinx reads them.
 
 MyST-NB executes the notebooks of a Jupyter Book one after the other while Sphinx reads
-them. :func:`execute_book` runs them beforehand, several at a time (one process and one
-kernel per chapter; every kernel keeps the thread defaults of the environment, so the
-numbers do not depend on how many run side by side), and stores every executed notebook
-in the book's Jupyter cache. The build (``execute_notebooks: cache`` in ``_config.yml``)
-then takes the outputs from there; a chapter whose code changed after this step misses
-the cache and MyST-NB executes it during the build, as before.
+them. :func:`execute_book` runs them beforehand, several at a time, and stores every
+executed notebook in the book's Jupyter cache. The build (``execute_notebooks: cache``
+in ``_config.yml``) then takes the outputs from there; a chapter whose code changed
+after this step misses the cache and MyST-NB executes it during the build, as before.
+
+Each chapter runs in a process of its own with a kernel of its own
+(:mod:`attnbook.book.chapter_run`); every kernel keeps the thread defaults of the
+environment, so the numbers do not depend on how many run side by side. A kernel ends
+with its chapter (finished, failed or timed out), so at most ``jobs`` kernels, and
+their memory, are alive at a time; a kernel that dies fails its chapter within about a
+second, with the cause and the cell; when the executor itself dies (any signal, SIGKILL
+included) its chapters and their kernels end within a few seconds. The default number
+of chapters at a time (:func:`default_jobs`) is bounded by the CPUs and by the memory
+available, at the largest kernel peak of the previous run.
 
 Each execution is one *run*: the records folder (``ATTNBOOK_RECORD_DIR``) is emptied,
 a fresh ``ATTNBOOK_RUN_ID`` is written to :data:`RUN_FILE` in it, and every chapter
 records its glued numbers and checks there (:mod:`attnbook.book.records`); the book's
 Sphinx extension reads that run and refuses records of any other. The cache is emptied
-too, so every chapter runs in every execution.
+too, so every chapter runs in every execution. One execution at a time writes a records
+folder (:func:`run_lock`); the record of a chapter that did not finish is set aside
+(``<chapter>.json.failed``) and nothing of it is cached.
 
 Run it as ``python -m attnbook.book.execution [--jobs N]`` from the book's root
 (``scripts/build-book.sh`` does).

@@ -11,7 +11,10 @@ Records
     (statistic, threshold, relation, claim, outcome), the seeds it used, its run time,
     the number of cells run and the software and hardware it ran on. The file is
     rewritten after every glue, check and executed cell, so it always describes the run
-    so far. Without the variable nothing is written. The execution of the chapters
+    so far, with the digest of its content (:func:`record_digest`) and the run's id;
+    a reader (:func:`attnbook.book.record_files.load_records`) refuses a record whose
+    digest, run id or stored outcomes disagree with its content. Without the variable
+    nothing is written. The execution of the chapters
     (:mod:`attnbook.book.execution`, run by ``scripts/build-book.sh`` and
     ``scripts/test.sh``) and the book build (``attnbook.book.sphinxext``) set it; the
     claims dashboard
