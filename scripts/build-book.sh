@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the HTML book (executing every chapter) into _build/html, strictly.
+# Build the HTML book (executing every chapter) into _build/html, strictly, and its PDFs into
+# _build/pdf (scripts/build_pdf.py; copied into _build/html/pdf for publishing).
 # Sets up .venv on first use (scripts/env.sh, which also sets the thread defaults: one thread per
 # process). The chapters execute first, side by side (python -m attnbook.book.execution;
 # ATTNBOOK_JOBS at a time, default: one per CPU this process may use), then Sphinx builds the
@@ -8,6 +9,8 @@
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "$0")/env.sh"
+# shellcheck source=scripts/tools.sh
+. "$(dirname "$0")/tools.sh"  # Chromium, which prints the PDFs
 mkdir -p _build
 # One build at a time in this folder: a second one waits up to 30 s, then refuses (the
 # execution holds a lock of its own on each records folder as well).
@@ -23,5 +26,14 @@ python -m attnbook.book.execution ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"}
 executed=$(date +%s)
 jupyter-book build . -W -n --keep-going "$@"
 python scripts/check_html.py
+paged=$(date +%s)
+# The PDFs of every page and of the whole book, printed from the pages just built
+# (ATTNBOOK_PDF=0 leaves them out, e.g. on a machine without Chromium).
+if [ "${ATTNBOOK_PDF:-1}" != 0 ]; then
+  python scripts/build_pdf.py
+else
+  echo "[attnbook] ATTNBOOK_PDF=0: no PDF built; the download menus' PDF links stay empty"
+fi
 echo "[attnbook] book built in $(( $(date +%s) - start )) s" \
-  "(chapters executed in $(( executed - start )) s, pages in $(( $(date +%s) - executed )) s)"
+  "(chapters executed in $(( executed - start )) s, pages in $(( paged - executed )) s," \
+  "PDFs in $(( $(date +%s) - paged )) s)"

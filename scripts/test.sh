@@ -26,13 +26,14 @@ rm -f _build/book.rc _build/browser.rc
   rc=$?
   echo "$rc" > _build/book.rc
   if [ "$rc" -eq 0 ]; then
-    python -m pytest -q -p no:cacheprovider tests/test_browser.py > _build/browser.log 2>&1
+    python -m pytest -q -p no:cacheprovider tests/test_browser.py tests/test_pdf.py \
+      > _build/browser.log 2>&1
     echo "$?" > _build/browser.rc
   fi
 ) &
 book_pid=$!
 set +e
-python -m pytest tests --ignore=tests/test_browser.py -p no:cacheprovider -q --durations=15
+python -m pytest tests --ignore=tests/test_browser.py --ignore=tests/test_pdf.py -p no:cacheprovider -q --durations=15
 tests_rc=$?
 # The second execution: the chapters of ATTNBOOK_CHECK_CHAPTERS ("all" for every chapter, about
 # four more minutes here). By default five chapters that between them run every data path
@@ -63,7 +64,7 @@ fi
 browser_rc=0
 browser="skipped (needs the book)"
 if [ "$book_rc" -eq 0 ]; then
-  echo "[attnbook] the built book read in Chromium (screenshots in _build/screenshots):"
+  echo "[attnbook] the built book read in Chromium (screenshots in _build/screenshots) and its PDFs:"
   tail -n 30 _build/browser.log
   browser_rc=$(cat _build/browser.rc 2>/dev/null || echo 1)
   browser="exit $browser_rc"

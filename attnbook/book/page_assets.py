@@ -1,10 +1,14 @@
-"""Sphinx extension: each page loads every script once.
+"""Sphinx extension: each page loads every script once, and offers its PDF.
 
 Sphinx 7.4 registers an inline script added after the builder started (as
 ``sphinx_thebe`` adds its ``const THEBE_JS_URL = ...``) twice, once with filename
 ``None`` and once with ``''``; the browser then stops on "Identifier 'THEBE_JS_URL' has
 already been declared". This drops the second copy of any script, identified by its file
 and attributes, from every page.
+
+The theme's download menu offers ``.pdf`` as the browser's print dialog; here it links
+the page's own PDF instead (``pdf/<page>.pdf``, printed by ``scripts/build_pdf.py``
+after the HTML build) and adds the whole book's (``pdf/attnbook.pdf``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,51 @@ def dedupe_scripts(
     scripts[:] = unique
 
 
+#: Where the PDFs of the pages and of the whole book are published, in the HTML folder.
+PDF_FOLDER = "pdf"
+BOOK_PDF = "attnbook.pdf"
+
+
+def page_pdf(pagename: str) -> str:
+    """The PDF of a page: ``chapters/01_setup`` -> ``pdf/01_setup.pdf``."""
+    return f"{PDF_FOLDER}/{pagename.rsplit('/', 1)[-1]}.pdf"
+
+
+def link_pdfs(
+    app: Any, pagename: str, templatename: str, context: dict, doctree: Any
+) -> None:
+    """In the download menu: the page's PDF in place of the print dialog, and the
+    whole book's PDF."""
+    pathto = context.get("pathto")
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "download-buttons" or pathto is None:
+            continue
+        buttons = [
+            b for b in group["buttons"] if b.get("label") != "download-pdf-button"
+        ]
+        for url, text, tooltip, label in (
+            (page_pdf(pagename), ".pdf", "Download this page as PDF", "download-pdf"),
+            (
+                f"{PDF_FOLDER}/{BOOK_PDF}",
+                "book .pdf",
+                "Download the whole book as one PDF",
+                "download-book-pdf",
+            ),
+        ):
+            buttons.append(
+                {
+                    "type": "link",
+                    "url": pathto(url, 1),
+                    "text": text,
+                    "tooltip": tooltip,
+                    "icon": "fas fa-file-pdf",
+                    "label": f"{label}-button",
+                }
+            )
+        group["buttons"] = buttons
+
+
 def setup(app: Any) -> dict:
     app.connect("html-page-context", dedupe_scripts, priority=900)
+    app.connect("html-page-context", link_pdfs, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,410 @@
+"""The book as PDF: one file per page of the table of contents and the whole book in one.
+
+Chromium prints every page of the built HTML book (``_build/html``), served on localhost
+exactly as a reader's browser shows it once MathJax has typeset it, in print layout: no
+side bars or buttons, code wrapped at the margin instead of cut, the claims dashboard's
+folded checks unfolded. This uses the Chromium the browser test already drives, so the
+PDFs hold the build's own numbers, figures and typeset mathematics; Jupyter Book's LaTeX
+builder would need a TeX installation and re-render the pages its own way, and its
+HTML-to-PDF builder needs pyppeteer, which downloads its own browser.
+
+Written to ``<out>`` (default ``_build/pdf``):
+
+- ``<page>.pdf`` for every page (``intro.pdf`` for the landing page, ``01_setup.pdf`` ...);
+- ``attnbook.pdf``: a title page, a table of contents with page numbers, then every page
+  in reading order, with bookmarks for the parts and chapters; a link to another page of
+  the book becomes a link inside the PDF (to that page's first page).
+
+The PDFs are copied into ``<html>/pdf/``, where each HTML page's download menu and the
+landing page link them (``attnbook.book.page_assets``), so that the published book
+carries them. A page that shows a MathJax error or raw TeX stops the build.
+
+Usage: ``python scripts/build_pdf.py [HTML_DIR] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import logging
+import shutil
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import yaml
+from check_browser import (
+    _MATH_REPORT,
+    _WAIT_FOR_MATHJAX,
+    CHROMIUM_ARGS,
+    PAGE_TIMEOUT_S,
+    ROOT,
+    _offline_routes,
+    book_pages,
+    find_chromium,
+    serve,
+)
+from pypdf import PdfReader, PdfWriter
+from pypdf.generic import (
+    ArrayObject,
+    DictionaryObject,
+    NameObject,
+    NullObject,
+    TextStringObject,
+)
+
+BOOK_PDF = "attnbook.pdf"
+logging.getLogger("pypdf").setLevel(
+    logging.ERROR
+)  # Chromium's trailer sizes are off by one
+#: Paper size and margins of every PDF.
+PAPER = {
+    "format": "A4",
+    "margin": {"top": "16mm", "bottom": "18mm", "left": "15mm", "right": "15mm"},
+}
+#: The pages are printed at this scale: A4 less the margins is 680 CSS pixels wide, so
+#: the article is laid out 850 pixels wide, as on a desktop screen, and no table or
+#: display equation of the book is wider than the paper (text at 10 pt).
+SCALE = 0.8
+LAYOUT_WIDTH_PX = round(680 / SCALE)
+
+# Print layout on top of the theme's own print style: the article alone, code wrapped at
+# the margin, figures and tables kept whole, the dashboard's folded checks unfolded.
+PRINT_CSS = """
+.bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-header-article,
+.prev-next-area, .bd-footer, .bd-footer-content, .bd-footer-article, .header-article,
+#pst-back-to-top, .skip-link, .headerlink, .copybtn, .bd-search, .search-button-field,
+.toggle-details__summary .tag_hide-input, .attnbook-pdf-links { display: none !important; }
+.bd-container { justify-content: flex-start !important; }
+.bd-container__inner { min-width: 0 !important; flex: 1 1 auto !important; }
+.bd-main, .bd-article-container, .bd-content, .bd-article, .bd-page-width, .bd-container,
+.bd-container__inner { max-width: none !important; width: auto !important; margin: 0 !important;
+  padding: 0 !important; }
+pre, pre code, .highlight pre, div.cell_output pre { white-space: pre-wrap !important;
+  word-break: break-word !important; overflow: visible !important; max-height: none !important; }
+img, figure, table, .mjx-container[display="true"], mjx-container[display="true"] {
+  break-inside: avoid; }
+mjx-container[display="true"] { overflow: visible !important; }
+img { max-width: 100% !important; height: auto !important; }
+details > summary { list-style: none; }
+h1, h2, h3 { break-after: avoid; }
+a { color: #1a4f8b !important; text-decoration: none !important; }
+"""
+
+_UNFOLD = """
+() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  document.querySelectorAll('.toggle-hidden, .cell.tag_hide-output .cell_output')
+    .forEach(e => e.classList.remove('toggle-hidden'));
+}
+"""
+
+# Boxes wider than the paper (MathJax's hidden copy for screen readers aside): reported.
+_TOO_WIDE = """
+() => {
+  const width = document.documentElement.clientWidth, out = [];
+  for (const el of document.querySelectorAll('article table, article mjx-container, article img')) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > width + 1) out.push(el.tagName.toLowerCase() + ' ' +
+        Math.round(r.right - width) + ' px');
+  }
+  return out;
+}
+"""
+
+_TITLE = (
+    "() => (document.querySelector('article h1') || document.querySelector('h1'))"
+    "?.innerText.replace(/[#¶]\\s*$/, '').trim() || document.title"
+)
+
+_FOOTER = (
+    "<div style='font-size:8px;width:100%;padding:0 15mm;color:#666;"
+    "display:flex;justify-content:space-between'><span>{left}</span>"
+    "<span><span class='pageNumber'></span> / <span class='totalPages'></span></span></div>"
+)
+
+
+def pdf_name(page: str) -> str:
+    """The PDF of a page of the table of contents: ``chapters/01_setup.html`` ->
+    ``01_setup.pdf``."""
+    return Path(page).with_suffix(".pdf").name
+
+
+Part = tuple[str | None, list[tuple[str, int]]]
+
+
+def _parts(toc_file: Path) -> list[Part]:
+    """The table of contents as (part caption, [(page, level)]) pairs, the root page
+    first; level 1 for a chapter, 2 for its sections."""
+    toc = yaml.safe_load(toc_file.read_text())
+
+    def files(entries: list[dict], level: int) -> list[tuple[str, int]]:
+        out = []
+        for entry in entries:
+            out.append((f"{entry['file']}.html", level))
+            out += files(entry.get("sections", []), level + 1)
+        return out
+
+    return [(None, [(f"{toc['root']}.html", 1)])] + [
+        (part.get("caption"), files(part["chapters"], 1)) for part in toc["parts"]
+    ]
+
+
+def print_pages(
+    html_dir: Path, pages: list[str], out: Path, site: str
+) -> dict[str, str]:
+    """Print every page to ``out/<pdf_name>``, its links to the book pointing at
+    ``site``; returns each page's title. Raises
+    ``RuntimeError`` naming the page for a MathJax error or formulas left as raw TeX."""
+    from playwright.sync_api import sync_playwright
+
+    titles: dict[str, str] = {}
+    problems: list[str] = []
+    notes: list[str] = []
+    with serve(html_dir) as base_url, sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=find_chromium(), args=CHROMIUM_ARGS
+        )
+        try:
+            context = browser.new_context(
+                viewport={"width": LAYOUT_WIDTH_PX, "height": 1000}
+            )
+            refused: list[str] = []
+            _offline_routes(context, base_url, refused)
+            for page in pages:
+                tab = context.new_page()
+                tab.goto(
+                    base_url + page, wait_until="load", timeout=PAGE_TIMEOUT_S * 1000
+                )
+                tab.evaluate(_WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
+                math = tab.evaluate(_MATH_REPORT)
+                problems += [f"{page}: {e}" for e in math["errors"]]
+                if math["untypeset"]:
+                    problems.append(
+                        f"{page}: {math['untypeset']} formula(s) left as raw TeX"
+                    )
+                tab.evaluate(_UNFOLD)
+                tab.add_style_tag(content=PRINT_CSS)
+                tab.emulate_media(media="print")
+                notes += [
+                    f"{page}: {w} wider than the paper" for w in tab.evaluate(_TOO_WIDE)
+                ]
+                titles[page] = tab.evaluate(_TITLE)
+                left = html.escape(f"attnbook · {titles[page]}")
+                tab.pdf(
+                    path=str(out / pdf_name(page)),
+                    print_background=True,
+                    display_header_footer=True,
+                    header_template="<span></span>",
+                    footer_template=_FOOTER.format(left=left),
+                    outline=True,
+                    tagged=True,
+                    scale=SCALE,
+                    **PAPER,
+                )
+                tab.close()
+                publish_links(out / pdf_name(page), base_url, site)
+            context.close()
+        finally:
+            browser.close()
+    for note in notes:
+        print(f"[attnbook] PDF note: {note}", flush=True)
+    if refused:
+        problems.append(f"requests outside the book: {sorted(set(refused))[:5]}")
+    if problems:
+        raise RuntimeError(
+            "the PDF would show broken pages:\n  " + "\n  ".join(problems)
+        )
+    return titles
+
+
+def _front_matter(toc: list[tuple[str, int, int]], first_page: int) -> str:
+    """HTML of the title page and the table of contents: ``toc`` holds (title, level,
+    page number) rows."""
+    rows = "".join(
+        f"<div class='row l{level}'><span>{html.escape(title)}</span>"
+        f"<span class='dots'></span><span>{number + first_page}</span></div>"
+        for title, level, number in toc
+    )
+    return f"""<!doctype html><html><head><meta charset="utf-8"><style>
+body {{ font-family: 'DejaVu Sans', sans-serif; color: #222; }}
+.title {{ height: 250mm; display: flex; flex-direction: column; justify-content: center;
+  break-after: page; }}
+.title h1 {{ font-size: 30px; margin: 0 0 12px; }} .title p {{ font-size: 14px; margin: 4px 0; }}
+h2 {{ font-size: 20px; }} .row {{ display: flex; font-size: 13px; margin: 5px 0; }}
+.row.l0 {{ font-weight: bold; margin-top: 14px; }} .row.l2 {{ padding-left: 18px; }}
+.row.l1 {{ padding-left: 6px; }}
+.dots {{ flex: 1; border-bottom: 1px dotted #999; margin: 0 6px 4px; }}
+</style></head><body>
+<div class="title"><h1>attnbook</h1>
+<p>An executable companion to <i>Attention with Trained Embeddings Provably Selects Important
+Tokens</i> (Wu, Shevchenko, Oymak, Mondelli; NeurIPS 2025, arXiv:2505.17282).</p>
+<p>Every result re-derived and checked with running code; every number in these pages was
+measured by the build that printed them.</p>
+<p style="margin-top:24px;color:#555">Built {date.today().isoformat()}.</p></div>
+<h2>Contents</h2>{rows}</body></html>"""
+
+
+def site_url(config: Path = ROOT / "_config.yml") -> str:
+    """Where the book is published: GitHub Pages of ``repository.url`` in
+    ``_config.yml`` (``https://github.com/<owner>/<repo>`` ->
+    ``https://<owner>.github.io/<repo>/``)."""
+    url = yaml.safe_load(config.read_text())["repository"]["url"].rstrip("/")
+    owner, repo = url.split("/")[-2:]
+    return f"https://{owner.lower()}.github.io/{repo}/"
+
+
+def _links(page_obj) -> list:
+    """The link annotations of a PDF page that open an address (``/URI``)."""
+    found = []
+    for ref in page_obj.get("/Annots", []) or []:
+        annot = ref.get_object()
+        if "/URI" in annot.get("/A", {}):
+            found.append(annot)
+    return found
+
+
+def _book_page(uri: str, site: str) -> str | None:
+    """The page of the book (``chapters/01_setup.html``) a published address opens, or
+    None for any other address."""
+    if not uri.startswith(site):
+        return None
+    return uri[len(site) :].split("#", 1)[0].split("?", 1)[0] or "index.html"
+
+
+def publish_links(path: Path, base_url: str, site: str) -> None:
+    """Rewrite the links of a printed page that point at the address it was printed
+    from (``base_url``) to the published book (``site``)."""
+    writer = PdfWriter(clone_from=PdfReader(path))
+    for page_obj in writer.pages:
+        for annot in _links(page_obj):
+            uri = str(annot["/A"]["/URI"])
+            if uri.startswith(base_url):
+                annot["/A"][NameObject("/URI")] = TextStringObject(
+                    site + uri[len(base_url) :]
+                )
+    with open(path, "wb") as f:
+        writer.write(f)
+
+
+def build_book_pdf(
+    out: Path, parts: list[Part], titles: dict[str, str], site: str
+) -> Path:
+    """Merge the pages' PDFs into ``out/attnbook.pdf`` after a title page and a table
+    of contents, with bookmarks, and links between pages made internal."""
+    from playwright.sync_api import sync_playwright
+
+    counts = {
+        page: len(PdfReader(out / pdf_name(page)).pages)
+        for _, pages in parts
+        for page, _ in pages
+    }
+    toc, offset = [], 0
+    for caption, pages in parts:
+        if caption:
+            toc.append((caption, 0, offset))
+        for page, level in pages:
+            toc.append((titles[page], level, offset))
+            offset += counts[page]
+    front = out / "_front.pdf"
+    front_pages = 2
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=find_chromium(), args=CHROMIUM_ARGS
+        )
+        try:
+            tab = browser.new_page()
+            for _ in range(3):  # the contents' own length moves the page numbers
+                tab.set_content(_front_matter(toc, front_pages + 1))
+                tab.pdf(path=str(front), print_background=True, **PAPER)
+                if len(PdfReader(front).pages) == front_pages:
+                    break
+                front_pages = len(PdfReader(front).pages)
+        finally:
+            browser.close()
+    writer = PdfWriter()
+    writer.append(PdfReader(front), import_outline=False)
+    starts: dict[str, int] = {}
+    for caption, pages in parts:
+        parent = (
+            writer.add_outline_item(title=caption, page_number=len(writer.pages))
+            if caption
+            else None
+        )
+        chapter = parent
+        for page, level in pages:
+            starts[page] = len(writer.pages)
+            writer.append(PdfReader(out / pdf_name(page)), import_outline=False)
+            item = writer.add_outline_item(
+                title=titles[page],
+                page_number=starts[page],
+                parent=parent if level == 1 else chapter,
+            )
+            if level == 1:
+                chapter = item
+    # links to another page of the book: to that page's first page in this PDF
+    for page_obj in writer.pages:
+        for annot in _links(page_obj):
+            target = starts.get(_book_page(str(annot["/A"]["/URI"]), site))
+            if target is None:
+                continue
+            dest = ArrayObject(
+                [
+                    writer.pages[target].indirect_reference,
+                    NameObject("/XYZ"),
+                    NullObject(),
+                    NullObject(),
+                    NullObject(),
+                ]
+            )
+            annot[NameObject("/A")] = DictionaryObject(
+                {NameObject("/S"): NameObject("/GoTo"), NameObject("/D"): dest}
+            )
+    writer.add_metadata(
+        {
+            "/Title": "attnbook",
+            "/Subject": "An executable companion to "
+            "Wu et al., Attention with Trained Embeddings Provably Selects "
+            "Important Tokens (NeurIPS 2025)",
+        }
+    )
+    path = out / BOOK_PDF
+    with open(path, "wb") as f:
+        writer.write(f)
+    front.unlink()
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "html_dir", nargs="?", type=Path, default=ROOT / "_build" / "html"
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "_build" / "pdf")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True)
+    parts = _parts(ROOT / "_toc.yml")
+    pages = [p for _, ps in parts for p, _ in ps]
+    assert pages == book_pages(), "the table of contents is read two ways"
+    try:
+        titles = print_pages(args.html_dir, pages, args.out, site_url())
+    except RuntimeError as err:
+        print(f"[attnbook] {err}", file=sys.stderr)
+        return 1
+    book = build_book_pdf(args.out, parts, titles, site_url())
+    published = args.html_dir / "pdf"
+    shutil.rmtree(published, ignore_errors=True)
+    shutil.copytree(args.out, published)
+    size = sum(p.stat().st_size for p in args.out.glob("*.pdf"))
+    print(
+        f"[attnbook] PDF: {book} and {len(pages)} page PDFs ({size / 2**20:.1f} MB in "
+        f"all) in {time.perf_counter() - t0:.0f} s, published in {published}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
