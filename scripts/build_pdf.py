@@ -27,9 +27,12 @@ from __future__ import annotations
 import argparse
 import html
 import logging
+import multiprocessing
+import os
 import shutil
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from datetime import date
 from pathlib import Path
 
@@ -151,18 +154,13 @@ def _parts(toc_file: Path) -> list[Part]:
     ]
 
 
-def print_pages(
-    html_dir: Path, pages: list[str], out: Path, site: str
-) -> dict[str, str]:
-    """Print every page to ``out/<pdf_name>``, its links to the book pointing at
-    ``site``; returns each page's title. Raises
-    ``RuntimeError`` naming the page for a MathJax error or formulas left as raw TeX."""
+def _print_group(base_url: str, pages: list[str], out: str, site: str) -> dict:
+    """Print ``pages`` (served at ``base_url``) in a browser of its own; returns their
+    titles, the problems and notes found, and the requests refused."""
     from playwright.sync_api import sync_playwright
 
-    titles: dict[str, str] = {}
-    problems: list[str] = []
-    notes: list[str] = []
-    with serve(html_dir) as base_url, sync_playwright() as pw:
+    found: dict = {"titles": {}, "problems": [], "notes": [], "refused": []}
+    with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=find_chromium(), args=CHROMIUM_ARGS
         )
@@ -170,8 +168,7 @@ def print_pages(
             context = browser.new_context(
                 viewport={"width": LAYOUT_WIDTH_PX, "height": 1000}
             )
-            refused: list[str] = []
-            _offline_routes(context, base_url, refused)
+            _offline_routes(context, base_url, found["refused"])
             for page in pages:
                 tab = context.new_page()
                 tab.goto(
@@ -179,44 +176,77 @@ def print_pages(
                 )
                 tab.evaluate(_WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
                 math = tab.evaluate(_MATH_REPORT)
-                problems += [f"{page}: {e}" for e in math["errors"]]
+                found["problems"] += [f"{page}: {e}" for e in math["errors"]]
                 if math["untypeset"]:
-                    problems.append(
+                    found["problems"].append(
                         f"{page}: {math['untypeset']} formula(s) left as raw TeX"
                     )
                 tab.evaluate(_UNFOLD)
                 tab.add_style_tag(content=PRINT_CSS)
                 tab.emulate_media(media="print")
-                notes += [
+                found["notes"] += [
                     f"{page}: {w} wider than the paper" for w in tab.evaluate(_TOO_WIDE)
                 ]
-                titles[page] = tab.evaluate(_TITLE)
-                left = html.escape(f"attnbook · {titles[page]}")
+                title = found["titles"][page] = tab.evaluate(_TITLE)
+                path = Path(out) / pdf_name(page)
                 tab.pdf(
-                    path=str(out / pdf_name(page)),
+                    path=str(path),
                     print_background=True,
                     display_header_footer=True,
                     header_template="<span></span>",
-                    footer_template=_FOOTER.format(left=left),
+                    footer_template=_FOOTER.format(
+                        left=html.escape(f"attnbook · {title}")
+                    ),
                     outline=True,
                     tagged=True,
                     scale=SCALE,
                     **PAPER,
                 )
                 tab.close()
-                publish_links(out / pdf_name(page), base_url, site)
+                publish_links(path, base_url, site)
             context.close()
         finally:
             browser.close()
-    for note in notes:
-        print(f"[attnbook] PDF note: {note}", flush=True)
+    return found
+
+
+def print_pages(
+    html_dir: Path, pages: list[str], out: Path, site: str, jobs: int = 2
+) -> dict[str, str]:
+    """Print every page to ``out/<pdf_name>`` (``jobs`` browsers side by side), its
+    links to the book pointing at ``site``; returns each page's title. Raises
+    ``RuntimeError`` naming the page for a MathJax error or formulas left as raw TeX."""
+    groups = [pages[i::jobs] for i in range(jobs)]
+    titles: dict[str, str] = {}
+    problems: list[str] = []
+    with serve(html_dir) as base_url:
+        context = multiprocessing.get_context(
+            "fork"
+        )  # the module need not be importable
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            results = list(
+                pool.map(
+                    _print_group,
+                    [base_url] * jobs,
+                    groups,
+                    [str(out)] * jobs,
+                    [site] * jobs,
+                )
+            )
+    refused = []
+    for found in results:
+        titles.update(found["titles"])
+        problems += found["problems"]
+        refused += found["refused"]
+        for note in found["notes"]:
+            print(f"[attnbook] PDF note: {note}", flush=True)
     if refused:
         problems.append(f"requests outside the book: {sorted(set(refused))[:5]}")
     if problems:
         raise RuntimeError(
             "the PDF would show broken pages:\n  " + "\n  ".join(problems)
         )
-    return titles
+    return {page: titles[page] for page in pages}
 
 
 def _front_matter(toc: list[tuple[str, int, int]], first_page: int) -> str:
@@ -390,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     pages = [p for _, ps in parts for p, _ in ps]
     assert pages == book_pages(), "the table of contents is read two ways"
     try:
-        titles = print_pages(args.html_dir, pages, args.out, site_url())
+        jobs = max(1, min(2, len(os.sched_getaffinity(0))))
+        titles = print_pages(args.html_dir, pages, args.out, site_url(), jobs)
     except RuntimeError as err:
         print(f"[attnbook] {err}", file=sys.stderr)
         return 1
