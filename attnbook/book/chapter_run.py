@@ -107,11 +107,12 @@ def run_chapter(
     state: dict[str, Any] = {"cell": None, "done": False}
     lock = threading.Lock()
 
-    def finish(error: str | None, status: int, *, graceful: bool = False) -> None:
-        """Write the outcome once (the first caller wins), end the kernel, clean up.
+    def finish(error: str | None, status: int, *, graceful: bool = False) -> bool:
+        """Write the outcome once, end the kernel, clean up; False when another caller
+        got there first (a signal, or the watchdog, during the normal end).
         ``graceful``: from the main thread, outside the execution's event loop."""
         if not lock.acquire(blocking=False) or state["done"]:
-            return  # another caller is finishing (a signal during the normal end)
+            return False
         state["done"] = True
         process = _kernel_process(km)
         if process is not None and process.poll() is None:
@@ -141,6 +142,7 @@ def run_chapter(
                 "status": status,
             },
         )
+        return True
 
     def where() -> str:
         cell = state["cell"]
@@ -159,22 +161,26 @@ def run_chapter(
     if parent is not None and os.getppid() != parent:  # the executor is already gone
         on_signal(signal.SIGTERM, None)
 
+    def death() -> str | None:
+        """How the kernel died, and in which cell; None while it lives."""
+        process = _kernel_process(km)
+        if process is None or process.poll() is None:
+            return None
+        return (
+            f"kernel died ({describe_exit(process.returncode)}) {where()}; the "
+            "kernel is killed by the out-of-memory killer when the machine runs out of "
+            "memory (try fewer chapters at a time: ATTNBOOK_JOBS)"
+        )
+
     def watch() -> None:
         """Fail the chapter as soon as its kernel dies, or its executor is gone."""
         while not state["done"]:
             time.sleep(POLL_SECONDS)
             if parent is not None and os.getppid() != parent:
                 on_signal(signal.SIGTERM, None)
-            process = _kernel_process(km)
-            if state["done"] or process is None or process.poll() is None:
-                continue
-            finish(
-                f"kernel died ({describe_exit(process.returncode)}) {where()}; "
-                "the kernel is killed by the out-of-memory killer when the machine "
-                "runs out of memory (try fewer chapters at a time: ATTNBOOK_JOBS)",
-                1,
-            )
-            os._exit(1)
+            cause = None if state["done"] else death()
+            if cause is not None and finish(cause, 1):
+                os._exit(1)
 
     def on_cell_start(cell: Any, cell_index: int, **_: Any) -> None:
         state["cell"] = cell_index
@@ -190,8 +196,8 @@ def run_chapter(
             on_cell_start=on_cell_start,
         )
         error = executed.exc_string
-    except Exception:  # the kernel did not start or died: report it
-        error = traceback.format_exc()
+    except Exception:  # the kernel did not start, or died (nbclient saw it first)
+        error = death() or traceback.format_exc()
     finish(error, 0 if error is None else 1, graceful=True)
     return 0 if error is None else 1
 
