@@ -27,6 +27,7 @@ __all__ = [
     "reduced_slope",
     "collapse_threshold",
     "reduced_rest_point",
+    "reduced_flow",
 ]
 
 
@@ -108,3 +109,31 @@ def reduced_rest_point(value: float, length: int, *, u_max: float = 40.0) -> flo
     # the zero of the slope between grid[k-1] (slope <= 0) and grid[k] (slope > 0)
     s0, s1 = slope[k - 1], slope[k]
     return float(grid[k - 1] + (grid[k] - grid[k - 1]) * (-s0) / (s1 - s0))
+
+
+def reduced_flow(
+    u0: float, value: float, length: int, speed: float, t_end: float
+) -> float:
+    """``u(t_end)`` for the reduced flow ``du/dt = -speed * phi_B'(u)`` from ``u(0) =
+    u0`` (``speed = B^2 / ||v||^2`` for the flow on ``p``), integrated by an implicit
+    Runge-Kutta method (Radau, relative tolerance 1e-10) in ``tau = log(1 + t)``."""
+    from scipy.integrate import solve_ivp
+
+    _check(value, length)
+    if not (np.isfinite(t_end) and t_end > 0):
+        raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
+
+    def rhs(tau, u):
+        return -np.exp(tau) * speed * reduced_slope(u, value, length)
+
+    sol = solve_ivp(
+        rhs,
+        (0.0, float(np.log1p(t_end))),
+        [float(u0)],
+        method="Radau",
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    if not sol.success:
+        raise RuntimeError(f"reduced_flow: {sol.message}")
+    return float(sol.y[0, -1])
