@@ -1,6 +1,9 @@
 """Where the flow on ``p`` selects the important tokens: a map over the ratio of the
-step's moved part to the random part of the embeddings, the dimension and the start
-``p(0)``.
+step's moved part to the random part of the embeddings (:func:`selection_map`, at one
+step size) or over the value the step gives the relevant tokens and that ratio
+(:func:`value_map`), the dimension and the start ``p(0)``; the boundary between the
+outcomes (:func:`boundary_brackets`, :func:`fit_ratio_constant`,
+:func:`governing_quantity`).
 
 After one step of size ``eta`` from ``E0`` with i.i.d. ``N(0, sigma^2 / d)`` entries, a
 relevant embedding is ``E1_s = E0_s + (eta / 2) alpha_s v + ...``: a *moved part* of
@@ -10,9 +13,11 @@ norm about ``(eta / 2) |alpha_s| ||v||`` shared by all relevant tokens of a clas
     r = ||E1_s - E0_s|| / ||E0_s||   (median over the relevant tokens)
 
 is the parameter of :func:`selection_map`; the small initialization of the one-step
-lemma (``sigma -> 0`` at fixed ``eta``) is ``r -> infinity``. Every run is one
+lemma (``sigma -> 0`` at fixed ``eta``) is ``r -> infinity``. The same step gives a
+relevant token the value ``B = (eta / 2) |alpha_s| ||v||^2``; whether the flow selects
+depends on both ``B`` and ``r`` (:func:`value_map`). Every run is one
 :func:`attnbook.theory.flow_batch.batched_gradient_flow` problem; the runs of a map are
-one batch.
+one batch (of :func:`value_map`: one batch per ratio).
 """
 
 from __future__ import annotations
