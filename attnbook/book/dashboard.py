@@ -94,7 +94,7 @@ CLAIMS: tuple[Claim, ...] = (
             "a value condition of this kind (at the step η = 80 of the chapter's "
             "instances B ≈ 0.5, far below it). The boundary at finite r is the book's "
             "conjecture, checked on a grid of values and ratios with c fitted on one "
-            "data family (T = 8, V = 100, n = 100)."
+            "data family (T = 8, V = 100, n = 100); at d = 64 < V it does not hold."
         ),
         partial=True,
     ),
