@@ -76,12 +76,12 @@ CLAIMS: tuple[Claim, ...] = (
         "C3",
         "Under Assumption 1, gradient flow on p with E frozen after one step: ‖p‖ → "
         "∞, attention selects the important token of every sequence, p/‖p‖ → the "
-        "max-margin direction. Verified, from a random, small or zero p(0) and for "
-        "d = 256 and 1024, when the random part of the relevant embeddings dominates "
-        "their moved part (ratio r ≤ 1, any step), and in the small-initialization "
-        "regime (r ≥ 2, up to r = 8) when the value B = (η/2)|α*|‖v‖² that the step "
-        "gives the relevant tokens clears the boundary B/B_c(T) + c/r > 1 (B_c(8) ≈ "
-        "4.6, about 2 log T, from a two-token reduction; c ≈ 0.8 fitted). Below that "
+        "max-margin direction. Verified for d = 256 and 1024 when the random part of "
+        "the relevant embeddings dominates their moved part (ratio r ≤ 1, every value "
+        "tried, random p(0)), and in the small-initialization regime (r ≥ 2, up to "
+        "r = 8; random, small or zero p(0)) when the value B = (η/2)|α*|‖v‖² that the "
+        "step gives the relevant tokens clears the boundary B/B_c(T) + c/r > 1 (B_c(8) "
+        "≈ 4.6, about 2 log T, from a two-token reduction; c ≈ 0.8 fitted). Below that "
         "boundary the flow abandons a whole class.",
         "paper, Theorem 4.3 with Lemmas 4.4, 4.5",
         caveat=(
@@ -89,8 +89,9 @@ CLAIMS: tuple[Claim, ...] = (
             "abstract and the reviews; whether the paper's statement carries a "
             "condition on the step size is unknown. Runs below the boundary, with a "
             "positive value gap and a feasible max-margin problem, abandon a whole "
-            "class: with the random part removed the book proves that the flow gives "
-            "up a class exactly when B < B_c(T), so a theorem in the limit σ → 0 needs "
+            "class: with the random part removed the flow reduces exactly to one "
+            "coordinate, which gives up a class when B < B_c(T) (computed "
+            "numerically), so a theorem in the limit σ → 0 needs "
             "a value condition of this kind (at the step η = 80 of the chapter's "
             "instances B ≈ 0.5, far below it). The boundary at finite r is the book's "
             "conjecture, checked on a grid of values and ratios with c fitted on one "
