@@ -20,7 +20,8 @@ from attnbook.runtime import seed_everything
 from attnbook.theory.flow_analysis import one_step_problem
 from attnbook.theory.flow_batch import batched_gradient_flow
 from attnbook.theory.max_margin import max_margin_solution
-from attnbook.theory.selection_map import selection_map
+from attnbook.theory.selection_map import selection_map, value_map
+from attnbook.theory.two_token import collapse_threshold
 
 digest = hashlib.sha256()
 
@@ -79,6 +80,15 @@ def main() -> str:
         seed_offset=7,
     )
     add(regime.select_dtypes("number").to_numpy())
+    regime = value_map(
+        instances,
+        [dict(values=[0.5, 4.0], ratios=[1.0, 8.0], dims=[16], cls_scales=[0.01])],
+        log_t_max=15.0,
+        dtau=0.1,
+        log_t_more=10.0,
+        seed_offset=7,
+    )
+    add(regime.select_dtypes("number").to_numpy(), collapse_threshold(8))
 
     y = torch.as_tensor(corpus.train_labels, dtype=torch.float32)
     for init, output, data in (

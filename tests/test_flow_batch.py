@@ -2,6 +2,7 @@
 flow's argument errors."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -9,7 +10,17 @@ from attnbook.data.selection import assumption_one_data
 from attnbook.theory.flow import gradient_flow
 from attnbook.theory.flow_analysis import one_step_setting, pair_derivatives
 from attnbook.theory.flow_batch import batched_gradient_flow
-from attnbook.theory.selection_map import classify_outcome, selection_map, step_ratio
+from attnbook.theory.selection_map import (
+    OUTCOMES,
+    boundary_brackets,
+    classify_outcome,
+    decided_outcome,
+    fit_ratio_constant,
+    governing_quantity,
+    selection_map,
+    step_ratio,
+    value_map,
+)
 
 from conftest import random_problem
 
@@ -216,3 +227,59 @@ def test_pair_derivatives():
         pair_derivatives([0.0, 1.0], [0.0, 1.0], [1, 1], 1, 0, 0)
     with pytest.raises(ValueError):
         pair_derivatives([0.0, 1.0], [0.0, 1.0], [1, 1], 0, 0, 1)
+
+
+def test_batched_stops_at_max_steps_when_asked():
+    items = _problems()
+    problems = [p for p, _ in items]
+    with pytest.raises(RuntimeError, match="iterations reached"):
+        batched_gradient_flow(problems, log_t_max=30.0, max_steps=50)
+    paths = batched_gradient_flow(
+        problems, log_t_max=30.0, max_steps=50, on_max_steps="stop"
+    )
+    assert all(path.t[-1] < np.exp(30.0) for path in paths)
+    assert all(path.steps <= 50 for path in paths)
+    with pytest.raises(ValueError, match="on_max_steps"):
+        batched_gradient_flow(problems, on_max_steps="ignore")
+
+
+def test_value_map_and_boundary():
+    data = [_instance(seed) for seed in range(2)]
+    table = value_map(
+        data,
+        [dict(values=[0.5, 6.0], ratios=[4.0], dims=[32], cls_scales=[1.0])],
+        log_t_max=15.0,
+        settle=5.0,
+    )
+    assert len(table) == 4
+    assert set(table["outcome"]) <= set(OUTCOMES)
+    # the step and the scale follow the value and the ratio
+    alpha_star = 5 / (20 * 5)  # each relevant token in 5 of 20 sequences of length 5
+    assert np.allclose(table["eta"], 2 * table["value_scale"] / alpha_star)
+    assert np.allclose(table["embed_scale"], table["value_scale"] / 4.0)
+    assert (table["ratio"] > 2).all() and (table["ratio"] < 8).all()
+    brackets = boundary_brackets(
+        pd.DataFrame(
+            {
+                "ratio_scale": [2.0, 2.0, 2.0, 8.0],
+                "value": [1.0, 3.0, 2.0, 1.0],
+                "outcome": ["collapses", "selects", "undecided", "collapses"],
+            }
+        )
+    )
+    assert list(brackets.index) == [2.0]  # r = 8 has one outcome only
+    assert brackets.loc[2.0, "boundary"] == 2.0
+    assert brackets.loc[2.0, "half_width"] == 1.0
+    c = fit_ratio_constant(brackets, 4.0)
+    assert c == pytest.approx(1.0)  # 4 (1 - 1/2) = 2
+    assert governing_quantity(2.0, 2.0, 4.0, c) == pytest.approx(1.0)
+
+
+def test_decided_outcome_needs_a_settled_end():
+    items = _problems()
+    (path,) = batched_gradient_flow(
+        [items[0][0]], log_t_max=12.0, selected=[items[0][1]]
+    )
+    assert decided_outcome(path, 12.0, 5.0) == classify_outcome(path.selected_mass[-1])
+    # a path that did not reach its end is undecided
+    assert decided_outcome(path, 13.0, 5.0) == "undecided"

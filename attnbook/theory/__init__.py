@@ -15,7 +15,10 @@
 - :mod:`~attnbook.theory.flow_batch`     -- many independent flows as one tensor
   program;
 - :mod:`~attnbook.theory.selection_map`  -- where the flow selects: the map over the
-  step's ratio, the dimension and ``p(0)``.
+  value the step gives the relevant tokens, the ratio of the step's moved part to the
+  random part, the dimension and ``p(0)``, and the boundary between the outcomes;
+- :mod:`~attnbook.theory.two_token`      -- the flow reduced to one coordinate in the
+  value-only limit, and the value below which it abandons a class.
 
 Layer: above :mod:`attnbook.models`; imports the engine, data and models layers.
 """

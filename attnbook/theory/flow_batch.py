@@ -175,6 +175,7 @@ def batched_gradient_flow(
     max_steps: int = 200_000,
     grow_after: int = 50,
     device: torch.device | str | None = None,
+    on_max_steps: str = "raise",
 ) -> list[FlowPath]:
     """Integrate ``dp/dt = -grad L(p)`` for every ``(E, v, sequences, labels, p0)`` of
     ``problems`` until ``t = e^{log_t_max}``, as :func:`~attnbook.theory.flow.
@@ -185,7 +186,10 @@ def batched_gradient_flow(
     recorded at ``t = 0`` and every ``check_every`` iterations (about ``check_every *
     dtau`` apart in ``log t``) until a problem's end time, which is the last checkpoint.
     Problems may differ in ``V``, ``d``, ``n`` and lengths; the batch runs on
-    ``device`` (default: the first problem's). Returns one
+    ``device`` (default: the first problem's). After ``max_steps`` iterations it
+    raises a ``RuntimeError``, or, with ``on_max_steps="stop"``, returns the paths as
+    they are (a problem that has not reached its end time ends at a checkpoint with
+    ``t < e^{log_t_max}``). Returns one
     :class:`~attnbook.theory.flow.FlowPath` per problem.
     """
     if not (finite_number(dtau) and dtau > 0):
@@ -194,6 +198,10 @@ def batched_gradient_flow(
         raise ValueError(f"log_t_max must be a finite number, got {log_t_max!r}")
     if not (isinstance(check_every, int) and check_every >= 1):
         raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
+    if on_max_steps not in ("raise", "stop"):
+        raise ValueError(
+            f"on_max_steps must be 'raise' or 'stop', got {on_max_steps!r}"
+        )
     problems = list(problems)
     if not problems:
         raise ValueError("problems is empty")
@@ -258,7 +266,10 @@ def batched_gradient_flow(
             if not bool((t < t_end).any()):
                 break
     else:
-        raise RuntimeError(f"batched_gradient_flow: {max_steps} iterations reached")
+        if on_max_steps == "raise":
+            raise RuntimeError(f"batched_gradient_flow: {max_steps} iterations reached")
+        if max_steps % check_every:
+            record(st)
     return _paths(batch, p0s, marks, steps, rejected, step, selected)
 
 

@@ -1,6 +1,9 @@
 """Where the flow on ``p`` selects the important tokens: a map over the ratio of the
-step's moved part to the random part of the embeddings, the dimension and the start
-``p(0)``.
+step's moved part to the random part of the embeddings (:func:`selection_map`, at one
+step size) or over the value the step gives the relevant tokens and that ratio
+(:func:`value_map`), the dimension and the start ``p(0)``; the boundary between the
+outcomes (:func:`boundary_brackets`, :func:`fit_ratio_constant`,
+:func:`governing_quantity`).
 
 After one step of size ``eta`` from ``E0`` with i.i.d. ``N(0, sigma^2 / d)`` entries, a
 relevant embedding is ``E1_s = E0_s + (eta / 2) alpha_s v + ...``: a *moved part* of
@@ -10,9 +13,11 @@ norm about ``(eta / 2) |alpha_s| ||v||`` shared by all relevant tokens of a clas
     r = ||E1_s - E0_s|| / ||E0_s||   (median over the relevant tokens)
 
 is the parameter of :func:`selection_map`; the small initialization of the one-step
-lemma (``sigma -> 0`` at fixed ``eta``) is ``r -> infinity``. Every run is one
+lemma (``sigma -> 0`` at fixed ``eta``) is ``r -> infinity``. The same step gives a
+relevant token the value ``B = (eta / 2) |alpha_s| ||v||^2``; whether the flow selects
+depends on both ``B`` and ``r`` (:func:`value_map`). Every run is one
 :func:`attnbook.theory.flow_batch.batched_gradient_flow` problem; the runs of a map are
-one batch.
+one batch (of :func:`value_map`: one batch per ratio).
 """
 
 from __future__ import annotations
@@ -25,8 +30,19 @@ import torch
 from attnbook.data.selection import SelectionData
 from attnbook.theory.flow_analysis import one_step_setting, value_gap
 from attnbook.theory.flow_batch import batched_gradient_flow
+from attnbook.theory.frequency import average_signed_frequency
 
-__all__ = ["OUTCOMES", "classify_outcome", "step_ratio", "selection_map"]
+__all__ = [
+    "OUTCOMES",
+    "classify_outcome",
+    "decided_outcome",
+    "step_ratio",
+    "selection_map",
+    "value_map",
+    "boundary_brackets",
+    "fit_ratio_constant",
+    "governing_quantity",
+]
 
 #: The outcome of a run, from the attention on the important tokens at the end.
 OUTCOMES = {
@@ -89,58 +105,149 @@ def selection_map(
     (the label of the lost sequences: +1, -1, or 0 when none or both are lost),
     ``end_dot_v`` (``p(t_end) . v``), ``min_mass`` and ``end_norm``.
     """
+    settings = [
+        {
+            "eta": float(eta),
+            "embed_scale": float(scale),
+            "dim": int(dim),
+            "cls_scale": float(cls),
+        }
+        for scale in embed_scales
+        for dim in dims
+        for cls in cls_scales
+    ]
+    return _run_map(
+        instances,
+        settings,
+        seed_offset=seed_offset,
+        log_t_max=log_t_max,
+        dtau=dtau,
+        device=device,
+        check_every=check_every,
+    )
+
+
+def _outcome_at(path, log_t: float) -> str:
+    """:func:`classify_outcome` at the checkpoint of ``path`` nearest ``log t``."""
+    with np.errstate(divide="ignore"):
+        k = int(np.argmin(np.abs(np.log(path.t) - log_t)))
+    return classify_outcome(path.selected_mass[k])
+
+
+def decided_outcome(path, log_t_end: float, settle: float) -> str:
+    """The outcome of a run by the map's decision rule: :func:`classify_outcome` at
+    the end ``log t = log_t_end`` when the run reached it and had the same outcome
+    already at ``log t = log_t_end - settle``; ``"undecided"`` otherwise."""
+    end = float(np.log(path.t[-1])) if path.t[-1] > 0 else -np.inf
+    if end < log_t_end - 1e-9:
+        return "undecided"
+    last = classify_outcome(path.selected_mass[-1])
+    return last if _outcome_at(path, log_t_end - settle) == last else "undecided"
+
+
+def _run_map(
+    instances: Sequence[SelectionData],
+    settings: Sequence[dict],
+    *,
+    seed_offset: int,
+    log_t_max: float,
+    dtau: float,
+    device,
+    check_every: int,
+    settle: float | None = None,
+    log_t_more: float | None = None,
+    max_steps: int = 200_000,
+):
+    """The runs of :func:`selection_map` and :func:`value_map`: every (instance,
+    setting) pair, one batch, one DataFrame row per run. Without ``settle`` the outcome
+    is :func:`classify_outcome` at the end; with it, :func:`decided_outcome`, and the
+    undecided runs that reached their end time are integrated again from their end
+    point for ``e^{log_t_more}`` (the flow is autonomous), with the same rule, when
+    ``log_t_more`` is given; a run stopped by ``max_steps`` stays undecided."""
     import pandas as pd
 
     runs, problems, selected = [], [], []
     for j, inst in enumerate(instances):
         relevant = np.flatnonzero(inst.token_class != 0)
-        for scale in embed_scales:
-            for dim in dims:
-                for cls in cls_scales:
-                    s = one_step_setting(
-                        inst,
-                        int(dim),
-                        eta,
-                        seed=seed_offset + j,
-                        embed_scale=float(scale),
-                        cls_scale=float(cls),
-                        device=device,
-                    )
-                    problems.append((s.E1, s.v, inst.counts, inst.labels, s.p0))
-                    selected.append(inst.important)
-                    runs.append(
-                        {
-                            "seed": seed_offset + j,
-                            "embed_scale": float(scale),
-                            "ratio": step_ratio(s.E0, s.E1, relevant),
-                            "dim": int(dim),
-                            "cls_scale": float(cls),
-                            "p0_norm": float(s.p0.norm()),
-                            "p0_dot_v": float(s.p0 @ s.v),
-                            "min_value_gap": float(
-                                value_gap(
-                                    s.E1, s.v, inst.counts, inst.labels, inst.important
-                                ).min()
-                            ),
-                            "_v": s.v.cpu().numpy(),
-                            "_labels": np.asarray(inst.labels),
-                        }
-                    )
-    paths = batched_gradient_flow(
-        problems,
-        log_t_max=log_t_max,
+        irrelevant = torch.as_tensor(np.flatnonzero(inst.token_class == 0))
+        alpha = average_signed_frequency(inst.counts, inst.labels, inst.vocab_size)
+        alpha_star = float(alpha[relevant].abs().min())
+        for setting in settings:
+            s = one_step_setting(
+                inst,
+                setting["dim"],
+                setting["eta"],
+                seed=seed_offset + j,
+                embed_scale=setting["embed_scale"],
+                cls_scale=setting["cls_scale"],
+                device=device,
+            )
+            problems.append((s.E1, s.v, inst.counts, inst.labels, s.p0))
+            selected.append(inst.important)
+            runs.append(
+                {
+                    "seed": seed_offset + j,
+                    **setting,
+                    "ratio": step_ratio(s.E0, s.E1, relevant),
+                    "value": 0.5 * setting["eta"] * alpha_star * float(s.v @ s.v),
+                    "p0_norm": float(s.p0.norm()),
+                    "p0_dot_v": float(s.p0 @ s.v),
+                    "min_value_gap": float(
+                        value_gap(
+                            s.E1, s.v, inst.counts, inst.labels, inst.important
+                        ).min()
+                    ),
+                    "irrelevant_spread": float((s.E1 @ s.v)[irrelevant].std()),
+                    "_v": s.v.cpu().numpy(),
+                    "_labels": np.asarray(inst.labels),
+                }
+            )
+    stop = "raise" if settle is None else "stop"
+    flow = dict(
         dtau=dtau,
-        selected=selected,
         device=device,
         check_every=check_every,
+        max_steps=max_steps,
+        on_max_steps=stop,
     )
-    for run, path in zip(runs, paths):
+    paths = batched_gradient_flow(
+        problems, log_t_max=log_t_max, selected=selected, **flow
+    )
+    if settle is None:
+        outcomes = [classify_outcome(path.selected_mass[-1]) for path in paths]
+    else:
+        outcomes = [decided_outcome(path, log_t_max, settle) for path in paths]
+    stage = [1] * len(paths)
+    # runs that reached their end undecided go on; those stopped by max_steps do not
+    t_end = np.exp(log_t_max)
+    again = [
+        i
+        for i, o in enumerate(outcomes)
+        if o == "undecided" and paths[i].t[-1] >= t_end * (1 - 1e-12)
+    ]
+    if settle is not None and log_t_more is not None and again:
+        more = batched_gradient_flow(
+            [
+                (*problems[i][:4], torch.as_tensor(paths[i].p[-1], device=device))
+                for i in again
+            ],
+            log_t_max=log_t_more,
+            selected=[selected[i] for i in again],
+            **flow,
+        )
+        for i, path in zip(again, more):
+            paths[i], outcomes[i], stage[i] = (
+                path,
+                decided_outcome(path, log_t_more, settle),
+                2,
+            )
+    for run, path, outcome, st in zip(runs, paths, outcomes, stage):
         mass = path.selected_mass[-1]
         lost = mass < 0.5
         labels = run.pop("_labels")
         signs = set(labels[lost].tolist())
         run.update(
-            outcome=classify_outcome(mass),
+            outcome=outcome,
             fraction_lost=float(lost.mean()),
             lost_sign=signs.pop() if len(signs) == 1 else 0,
             end_dot_v=float(path.p[-1] @ run.pop("_v")),
@@ -149,4 +256,122 @@ def selection_map(
             steps=path.steps,
             rejected=path.rejected,
         )
+        if settle is not None:
+            run["stage"] = st
     return pd.DataFrame(runs)
+
+
+def value_map(
+    instances: Sequence[SelectionData],
+    grids: Sequence[dict],
+    *,
+    log_t_max: float = 20.0,
+    settle: float = 5.0,
+    log_t_more: float | None = 30.0,
+    dtau: float = 0.02,
+    seed_offset: int = 0,
+    max_steps: int = 20_000,
+    device: torch.device | str | None = None,
+    check_every: int = 25,
+):
+    """The map of :func:`selection_map` over the value of the relevant tokens and the
+    ratio, instead of the initialization scale at one step size.
+
+    Every grid of ``grids`` is a dict of ``values``, ``ratios``, ``dims`` and
+    ``cls_scales`` whose product is run; the runs of one ratio are one batch (the
+    number of steps a run takes grows with the ratio, and a batch runs as long as its
+    slowest run). For a value ``B`` and a ratio ``r``
+    the step size is ``eta = 2 B / |alpha*|`` (``|alpha*|`` the smallest ``|alpha_s|``
+    of a relevant token, the same in every instance) and the scale of ``E0`` is
+    ``sigma = B / r``: the moved part ``(eta / 2) |alpha*| ||v||`` of a relevant
+    embedding is then ``B ||v||``, about ``B``, and its value ``b_s`` about ``B
+    ||v||^2`` (column ``value``: ``(eta / 2) |alpha*| ||v||^2`` with the run's ``v``).
+    The outcome follows :func:`decided_outcome` (``settle``); undecided runs are
+    integrated again for ``e^{log_t_more}`` (none when ``None``); a run that has not
+    reached its end after ``max_steps`` iterations is undecided. Columns as
+    :func:`selection_map`, plus ``eta``, ``value_scale`` (``B``), ``ratio_scale``
+    (``r``), ``irrelevant_spread`` (standard deviation of the irrelevant tokens'
+    values) and ``stage`` (1, or 2 when integrated again).
+    """
+    alphas = set()
+    for inst in instances:
+        alpha = average_signed_frequency(inst.counts, inst.labels, inst.vocab_size)
+        alphas.add(round(float(alpha[inst.token_class != 0].abs().min()), 12))
+    if len(alphas) != 1:
+        raise ValueError("the instances must share |alpha*| (same sizes)")
+    (alpha_star,) = alphas
+    settings = [
+        {
+            "eta": 2.0 * float(value) / alpha_star,
+            "embed_scale": float(value) / float(ratio),
+            "dim": int(dim),
+            "cls_scale": float(cls),
+            "value_scale": float(value),
+            "ratio_scale": float(ratio),
+        }
+        for grid in grids
+        for value in grid["values"]
+        for ratio in grid["ratios"]
+        for dim in grid["dims"]
+        for cls in grid["cls_scales"]
+    ]
+    import pandas as pd
+
+    tables = []
+    for ratio in sorted({st["ratio_scale"] for st in settings}):
+        tables.append(
+            _run_map(
+                instances,
+                [st for st in settings if st["ratio_scale"] == ratio],
+                seed_offset=seed_offset,
+                log_t_max=log_t_max,
+                dtau=dtau,
+                device=device,
+                check_every=check_every,
+                settle=settle,
+                log_t_more=log_t_more,
+                max_steps=max_steps,
+            )
+        )
+    return pd.concat(tables, ignore_index=True)
+
+
+def boundary_brackets(runs, values: str = "value"):
+    """Per ``ratio_scale``, the largest value among the runs that collapse and the
+    smallest among those that select (undecided runs left out): the boundary lies
+    between them. Columns ``collapse_max``, ``select_min``, ``boundary`` (their mean)
+    and ``half_width`` (half their distance); only ratios with both outcomes."""
+    import pandas as pd
+
+    rows = []
+    for ratio, part in runs.groupby("ratio_scale"):
+        lost = part.loc[part["outcome"] == "collapses", values]
+        kept = part.loc[part["outcome"] == "selects", values]
+        if len(lost) and len(kept):
+            lo, hi = float(lost.max()), float(kept.min())
+            rows.append(
+                {
+                    "ratio_scale": ratio,
+                    "collapse_max": lo,
+                    "select_min": hi,
+                    "boundary": 0.5 * (lo + hi),
+                    "half_width": 0.5 * abs(hi - lo),
+                }
+            )
+    return pd.DataFrame(rows).set_index("ratio_scale")
+
+
+def fit_ratio_constant(brackets, threshold: float) -> float:
+    """The least-squares ``c`` in ``boundary(r) = threshold (1 - c / r)`` over the rows
+    of :func:`boundary_brackets`."""
+    if len(brackets) == 0:
+        raise ValueError("no ratio with both outcomes")
+    x = threshold / brackets.index.to_numpy(dtype=float)
+    y = threshold - brackets["boundary"].to_numpy(dtype=float)
+    return float((x * y).sum() / (x * x).sum())
+
+
+def governing_quantity(value, ratio, threshold: float, c: float):
+    """``Q = value / threshold + c / ratio``: the flow selects when ``Q > 1`` and
+    collapses when ``Q < 1`` (the book's conjecture; ``threshold`` is ``B_c(T)``)."""
+    return np.asarray(value, dtype=float) / threshold + c / np.asarray(ratio, float)
