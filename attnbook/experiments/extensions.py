@@ -5,7 +5,8 @@ statistics.
   ratings;
 - :func:`class_importance` -- one-vs-rest token importance for every class;
 - :func:`subsample_corpus` -- a random subset of a review data set with its own
-  vocabulary;
+  vocabulary; :func:`short_reviews` -- its short training reviews with all its test
+  reviews;
 - :func:`trend_statistics` -- rank correlation with a bootstrap interval and a
   bin-monotonicity score for a per-token quantity against importance
   (``shape="monotone"``) or against the absolute importance (``shape="u"``, the U-shape
@@ -18,8 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.data.corpus import STAR_COLUMNS, build_review_corpus
+from attnbook.data.corpus import (
+    STAR_COLUMNS,
+    ReviewCorpus,
+    build_review_corpus,
+    corpus_from_splits,
+)
 from attnbook.data.reviews import load_reviews
+from attnbook.data.splits import load_split
 from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 from attnbook.experiments.importance import (
     bin_statistics,
@@ -34,6 +41,7 @@ __all__ = [
     "imdb_rating_bands",
     "class_importance",
     "subsample_corpus",
+    "short_reviews",
     "bin_monotonicity",
     "real_array",
     "trend_statistics",
@@ -138,6 +146,32 @@ def subsample_corpus(
         train_stars=np.asarray(column("train", star_col)),
         test_stars=np.asarray(column("test", star_col)),
     )
+
+
+def short_reviews(
+    name: str, max_words: int, min_df: int
+) -> tuple[ReviewCorpus, np.ndarray]:
+    """The training reviews of ``imdb`` or ``yelp`` with at most ``max_words``
+    distinct words and *all* its test reviews, encoded over the vocabulary of those
+    training reviews (document frequency >= ``min_df``); and the rows of the corpus's
+    test split that hold at most ``max_words`` distinct words (test reviews of the
+    kind the model is trained on). The rest of the test split serves to measure the
+    token importance on held-out reviews."""
+    max_words, min_df = check_count(max_words, "max_words"), check_count(min_df, "min_df")
+    train, test = load_split(name, "train"), load_split(name, "test")
+    short = {
+        split: np.diff(part.tokens.indptr) <= max_words
+        for split, part in (("train", train), ("test", test))
+    }
+    if not short["train"].any():
+        raise ValueError(f"no training review has at most {max_words} distinct words")
+    corpus = corpus_from_splits(
+        train.select(np.flatnonzero(short["train"])),
+        test,
+        min_df=min_df,
+        name=f"{name} (at most {max_words} distinct words)",
+    )
+    return corpus, np.flatnonzero(short["test"][corpus.test_kept])
 
 
 def real_array(x: object, what: str) -> np.ndarray:
