@@ -69,7 +69,7 @@ def test_controlled_trend_separates_signal_from_control():
     train = held + 0.1 * rng.normal(size=V)
     held[:20] = np.nan
     log_df = rng.normal(size=V)
-    real = [held * 0 + np.nan_to_num(train) + 0.3 * rng.normal(size=V) for _ in range(3)]
+    real = [train + 0.3 * rng.normal(size=V) for _ in range(3)]
     null = [rng.normal(size=V) for _ in range(5)]
     init = [rng.normal(size=V)]
     res = controlled_trend(
@@ -118,7 +118,11 @@ def test_label_control_runs():
         return {"s": y * seed}, {"s": np.zeros(6)}, {"acc": float(y.sum())}
 
     runs = label_control_runs(
-        train, labels, seeds=[1, 2], shuffled_seeds=[10, 11, 12], rng=np.random.default_rng(0)
+        train,
+        labels,
+        seeds=[1, 2],
+        shuffled_seeds=[10, 11, 12],
+        rng=np.random.default_rng(0),
     )
     assert [r.kind for r in runs] == ["labels"] * 2 + ["shuffled"] * 3
     assert np.array_equal(runs[0].labels, labels)

@@ -20,6 +20,9 @@ module measures the statistic where the claim predicts it and where it predicts 
   raw and partial, beside the same statistic for the shuffled-label models and for the
   untrained initial embeddings, with the thresholds taken from the shuffled-label
   distribution (:class:`ControlledTrend`);
+- :func:`runs_trend` -- the same from the runs of
+  :func:`attnbook.experiments.seeded_runs.label_control_runs`;
+- :func:`control_table` -- the numbers of several claims' statistics side by side;
 - :func:`bin_profiles` -- the bin means of each initialisation's scores, for the shape
   sentences ("U", "increasing") that must hold in every initialisation.
 """
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,6 +43,7 @@ from attnbook.experiments.importance import (
     partial_spearman,
     spearman,
 )
+from attnbook.experiments.seeded_runs import Run, scores_of
 
 __all__ = [
     "SHAPES",
@@ -50,6 +54,8 @@ __all__ = [
     "control_threshold",
     "ControlledTrend",
     "controlled_trend",
+    "runs_trend",
+    "control_table",
     "bin_profiles",
     "rising_arms",
 ]
@@ -150,7 +156,8 @@ def control_threshold(values: object, level: float = 0.99) -> float:
     if not 0.5 < level < 1:
         raise ValueError(f"level must be in (0.5, 1), got {level}")
     n = v.size
-    bound = v.mean() + student_t.ppf(level, n - 1) * v.std(ddof=1) * math.sqrt(1 + 1 / n)
+    t = student_t.ppf(level, n - 1)
+    bound = v.mean() + t * v.std(ddof=1) * math.sqrt(1 + 1 / n)
     return float(max(bound, v.max()))
 
 
@@ -180,7 +187,8 @@ class ControlledTrend:
     def margin(self, statistic: str = "heldout_partial") -> float:
         """The smallest real-label value minus the control's threshold (positive:
         every initialisation clears it)."""
-        return float(self.values("labels", statistic).min() - self.thresholds[statistic])
+        smallest = self.values("labels", statistic).min()
+        return float(smallest - self.thresholds[statistic])
 
     def summary(self) -> pd.DataFrame:
         """One row per statistic: the real labels' mean, smallest and largest value
@@ -313,3 +321,68 @@ def rising_arms(profile: pd.Series) -> tuple[float, float]:
     if left.size < 2 or right.size < 2:
         raise ValueError("each side of zero needs at least two bins")
     return float((np.diff(left) > 0).mean()), float((np.diff(right) > 0).mean())
+
+
+def _spread(values: np.ndarray) -> str:
+    return f"{values.mean():.3f} [{values.min():.3f}, {values.max():.3f}]"
+
+
+def control_table(trends: Mapping[str, ControlledTrend]) -> pd.DataFrame:
+    """One row per claim statistic (key of ``trends``): with the real labels, the mean
+    and range over initialisations of the raw and partial rho against held-out
+    importance; the shuffled-label control (mean +- sd) and the threshold taken from it;
+    the initial embeddings (largest value); and the training-split values (mean)."""
+    rows = {}
+    for key, tr in trends.items():
+        row: dict[str, str] = {}
+        for stat, name in (("heldout", "ρ"), ("heldout_partial", "partial ρ")):
+            null = tr.values("shuffled", stat)
+            row |= {
+                f"real labels, {name}": _spread(tr.values("labels", stat)),
+                f"shuffled, {name}": f"{null.mean():.3f} ± {null.std(ddof=1):.3f}",
+                f"threshold, {name}": f"{tr.thresholds[stat]:.3f}",
+                f"initial, {name}": f"{tr.values('initial', stat).max():.3f}",
+            }
+        row["training split: ρ / partial ρ"] = (
+            f"{tr.values('labels', 'train').mean():.3f} / "
+            f"{tr.values('labels', 'train_partial').mean():.3f}"
+        )
+        rows[key] = row
+    out = pd.DataFrame(rows).T
+    out.index.name = "statistic"
+    return out
+
+
+def runs_trend(
+    runs: Sequence[Run],
+    score: str,
+    *,
+    shape: str,
+    heldout: object,
+    train: object,
+    log_df: object,
+    column: int | None = None,
+    own: Sequence[object] | None = None,
+    level: float = 0.99,
+) -> ControlledTrend:
+    """:func:`controlled_trend` of the score ``score`` of ``runs``
+    (:func:`attnbook.experiments.seeded_runs.label_control_runs`): the real-label runs,
+    the shuffled runs, and the real-label runs' initial scores; ``column`` picks one
+    column of a ``(V, K)`` score; ``own`` the importance of each shuffled run's
+    labels."""
+
+    def pick(kind: str, initial: bool = False) -> list[np.ndarray]:
+        out = scores_of(runs, kind, score, initial=initial)
+        return out if column is None else [s[:, column] for s in out]
+
+    return controlled_trend(
+        pick("labels"),
+        pick("shuffled"),
+        pick("labels", initial=True),
+        heldout=heldout,
+        train=train,
+        log_df=log_df,
+        shape=shape,
+        shuffled_train=own,
+        level=level,
+    )

@@ -157,7 +157,8 @@ def short_reviews(
     test split that hold at most ``max_words`` distinct words (test reviews of the
     kind the model is trained on). The rest of the test split serves to measure the
     token importance on held-out reviews."""
-    max_words, min_df = check_count(max_words, "max_words"), check_count(min_df, "min_df")
+    max_words = check_count(max_words, "max_words")
+    min_df = check_count(min_df, "min_df")
     train, test = load_split(name, "train"), load_split(name, "test")
     short = {
         split: np.diff(part.tokens.indptr) <= max_words

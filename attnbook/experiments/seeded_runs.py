@@ -15,8 +15,16 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
-__all__ = ["Run", "TrainFunction", "label_control_runs", "scores_of", "metric_of"]
+__all__ = [
+    "Run",
+    "TrainFunction",
+    "label_control_runs",
+    "scores_of",
+    "metric_of",
+    "metric_table",
+]
 
 #: ``train(seed, labels) -> (trained scores, initial scores, metrics)``: train the
 #: model from the initialisation drawn with ``seed`` on the training ``labels`` and
@@ -91,3 +99,19 @@ def scores_of(
 def metric_of(runs: Sequence[Run], kind: str, name: str) -> np.ndarray:
     """The metric ``name`` of every run of ``kind``."""
     return np.array([r.metrics[name] for r in runs if r.kind == kind])
+
+
+def metric_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per kind of run, one column per metric: ``mean [min, max]`` over the
+    runs of that kind."""
+    rows = {}
+    for kind in dict.fromkeys(r.kind for r in runs):
+        names = [r for r in runs if r.kind == kind][0].metrics
+        rows[kind] = {
+            m: f"{v.mean():.3f} [{v.min():.3f}, {v.max():.3f}]"
+            for m in names
+            for v in [metric_of(runs, kind, m)]
+        }
+    out = pd.DataFrame(rows).T
+    out.index.name = "labels"
+    return out

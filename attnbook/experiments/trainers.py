@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from attnbook.engine.counts import TokenCounts
+from attnbook.experiments.seeded_runs import TrainFunction
 from attnbook.models.attention import count_attention_output
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.mlp_head import (
@@ -45,7 +46,6 @@ from attnbook.models.two_layer import (
     pair_blocks,
     two_layer_output,
 )
-from attnbook.experiments.seeded_runs import TrainFunction
 
 __all__ = [
     "one_layer_trainer",

@@ -1,0 +1,107 @@
+"""A claim's controls in the book: its checks and its figure.
+
+- :func:`check_trend` -- assert that the smallest value of a statistic over the
+  real-label initialisations clears the threshold taken from the shuffled-label
+  control (:class:`attnbook.experiments.controls.ControlledTrend`);
+- :func:`check_initial` -- assert, as a control, that the untrained initial embeddings
+  stay below every threshold;
+- :func:`plot_controls` -- each statistic with the real labels (one dot per
+  initialisation) beside the shuffled-label control (one dot per permutation), the
+  initial embeddings and the threshold.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from attnbook.book.plotting import PALETTE
+from attnbook.book.records import check, glue
+from attnbook.experiments.controls import ControlledTrend
+
+__all__ = ["check_trend", "check_initial", "plot_controls"]
+
+_KINDS = {
+    "labels": ("real labels", PALETTE["positive"], "o"),
+    "shuffled": ("shuffled labels", PALETTE["negative"], "X"),
+    "initial": ("initial embeddings", PALETTE["neutral"], "s"),
+}
+
+
+def plot_controls(
+    ax, trends: Mapping[str, ControlledTrend], statistic: str = "heldout_partial"
+) -> None:
+    """Draw on ``ax`` one row per entry of ``trends`` (top to bottom): the
+    ``statistic`` of every run as a dot (real labels, shuffled labels, initial
+    embeddings, slightly apart vertically) and the threshold as a vertical bar."""
+    names = list(trends)
+    for row, name in enumerate(names):
+        y = len(names) - 1 - row
+        tr = trends[name]
+        for offset, (kind, (label, color, marker)) in zip(
+            (0.18, 0.0, -0.18), _KINDS.items()
+        ):
+            values = tr.values(kind, statistic)
+            ax.scatter(
+                values,
+                np.full(values.size, y + offset),
+                color=color,
+                marker=marker,
+                s=28,
+                alpha=0.85,
+                linewidth=0,
+                label=label if row == 0 else None,
+                zorder=3,
+            )
+        ax.plot(
+            [tr.thresholds[statistic]] * 2,
+            [y - 0.32, y + 0.32],
+            color=PALETTE["theory"],
+            lw=2,
+            label="threshold" if row == 0 else None,
+        )
+    ax.axvline(0, color="0.7", lw=0.8, zorder=0)
+    ax.set_yticks(range(len(names)), names[::-1])
+    ax.set_ylim(-0.6, len(names) - 0.4)
+
+
+def check_trend(
+    name: str,
+    trend: ControlledTrend,
+    statistic: str,
+    *,
+    claim: str,
+    what: str,
+    reading: str = "paper",
+) -> float:
+    """Check that the smallest value of ``statistic`` over the real-label runs of
+    ``trend`` is at least the threshold taken from its shuffled-label control; glue
+    the largest value as ``name + "_high"`` and the threshold as ``name +
+    "_threshold"``. Returns the smallest value."""
+    values = trend.values("labels", statistic)
+    threshold = trend.thresholds[statistic]
+    glue(f"{name}_high", float(values.max()))
+    glue(f"{name}_threshold", float(threshold))
+    return check(
+        name,
+        float(values.min()),
+        threshold,
+        ">=",
+        claim=claim,
+        what=what,
+        reading=reading,
+    )
+
+
+def check_initial(
+    name: str, trends: Mapping[str, ControlledTrend], *, claim: str, what: str
+) -> float:
+    """Control: the largest value of every thresholded statistic for the initial
+    embeddings minus its threshold, over ``trends``, is at most 0."""
+    gap = max(
+        float(tr.values("initial", stat).max() - threshold)
+        for tr in trends.values()
+        for stat, threshold in tr.thresholds.items()
+    )
+    return check(name, gap, 0.0, "<=", claim=claim, role="control", what=what)
