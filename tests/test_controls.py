@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -134,3 +136,106 @@ def test_label_control_runs():
         label_control_runs(
             train, labels, seeds=[1], shuffled_seeds=[1], rng=np.random.default_rng(0)
         )
+
+
+def _tiny_corpus(seed: int = 0, n: int = 120, V: int = 12):
+    """Sequences whose label follows tokens 0 (positive) and 1 (negative)."""
+    rng = np.random.default_rng(seed)
+    labels = np.where(rng.random(n) < 0.5, 1, -1)
+    seqs = [
+        np.concatenate([[0 if y > 0 else 1], rng.integers(2, V, size=5)])
+        for y in labels
+    ]
+    return TokenCounts.from_sequences(seqs, V), labels
+
+
+def test_trainers_runs_trend_and_tables():
+    from attnbook.experiments.controls import control_table, runs_trend
+    from attnbook.experiments.importance import token_importance
+    from attnbook.experiments.seeded_runs import metric_table
+    from attnbook.experiments.trainers import (
+        mlp_trainer,
+        multiclass_trainer,
+        one_layer_trainer,
+        two_layer_trainer,
+    )
+
+    train, y = _tiny_corpus(0)
+    test, y_test = _tiny_corpus(1)
+    kw = dict(dim=4, steps=30, lr=5e-2)
+    runs = label_control_runs(
+        one_layer_trainer(train, test, y_test, **kw),
+        y,
+        seeds=[0, 1, 2],
+        shuffled_seeds=[10, 11, 12],
+        rng=np.random.default_rng(0),
+    )
+    assert metric_of(runs, "labels", "test accuracy").min() > 0.9
+    held = token_importance(test, y_test)
+    trend = runs_trend(
+        runs,
+        "E.v",
+        shape="monotone",
+        heldout=held,
+        train=token_importance(train, y),
+        log_df=np.log(documents_per_token(train)),
+    )
+    # token 0 (I = 1) must rank first: the real runs correlate, the initial ones less
+    assert (
+        trend.values("labels", "heldout").min()
+        > trend.values("initial", "heldout").max()
+    )
+    table = control_table({"E.v": trend})
+    assert list(table.index) == ["E.v"] and "threshold, ρ" in table.columns
+    assert set(metric_table(runs).index) == {"labels", "shuffled"}
+    for trainer, names in (
+        (mlp_trainer(train, test, y_test, **kw), {"E.v", "E.p", "g", "linear E.v"}),
+        (two_layer_trainer(train, test, y_test, **kw), {"E.v", "E.q", "E.p"}),
+    ):
+        scores, initial, metrics = trainer(3, y)
+        assert names <= set(scores) and set(initial) == set(scores)
+        assert 0 <= metrics["test accuracy"] <= 1
+    classes = (y > 0).astype(np.int64)
+    scores, _, metrics = multiclass_trainer(
+        train, test, (y_test > 0).astype(np.int64), n_classes=2, **kw
+    )(0, classes)
+    assert scores["E.W"].shape == (12, 2) and metrics["test accuracy"] > 0.9
+
+
+def test_u_comparison():
+    from attnbook.experiments.extensions import REBUTTAL_MLP_CLS, u_comparison
+
+    x = np.linspace(-1, 1, 2001)
+    table = u_comparison(x, [x**2, x**2 + 1], REBUTTAL_MLP_CLS)
+    assert len(table) == 20 and table["paper: centre"].iloc[0] == -0.95
+    assert table["book: max"].iloc[0] - table["book: min"].iloc[0] == pytest.approx(1)
+    assert table["book: mean"].idxmin() in (9, 10)
+
+
+def test_book_checks_of_a_trend():
+    from attnbook.book import records
+    from attnbook.book.controls import check_initial, check_trend
+
+    rng = np.random.default_rng(3)
+    held = rng.uniform(-1, 1, 400)
+    trend = controlled_trend(
+        [held + 0.2 * rng.normal(size=400) for _ in range(3)],
+        [rng.normal(size=400) for _ in range(5)],
+        [rng.normal(size=400)],
+        heldout=held,
+        train=held,
+        log_df=rng.normal(size=400),
+        shape="monotone",
+    )
+    records.start_record("controls_test")
+    low = check_trend("t", trend, "heldout", claim="C7a", what="test")
+    assert low == trend.values("labels", "heldout").min()
+    assert records.GLUED["t_threshold"] == trend.thresholds["heldout"]
+    assert check_initial("t0", {"a": trend}, claim="C7a", what="test") <= 5
+    weak = dataclasses.replace(
+        trend, thresholds={"heldout": 2.0, "heldout_partial": 2.0}
+    )
+    check_trend("t2", weak, "heldout", claim="C7a", what="test", asserted=False)
+    assert not records.CHECKS[-1].passed and not records.CHECKS[-1].asserted
+    with pytest.raises(AssertionError):
+        check_trend("t3", weak, "heldout", claim="C7a", what="test")
