@@ -5,7 +5,10 @@ statistics.
   ratings;
 - :func:`class_importance` -- one-vs-rest token importance for every class;
 - :func:`subsample_corpus` -- a random subset of a review data set with its own
-  vocabulary;
+  vocabulary; :func:`short_reviews` -- its short training reviews with all its test
+  reviews;
+- :data:`REBUTTAL_MLP_CLS`, :func:`u_comparison` -- the bin means of ``E_s . p`` the
+  authors reported for the MLP head, beside the book's;
 - :func:`trend_statistics` -- rank correlation with a bootstrap interval and a
   bin-monotonicity score for a per-token quantity against importance
   (``shape="monotone"``) or against the absolute importance (``shape="u"``, the U-shape
@@ -17,27 +20,48 @@ The binned figures use :func:`attnbook.book.plotting.plot_binned`.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from attnbook.data.corpus import STAR_COLUMNS, build_review_corpus
+from attnbook.data.corpus import (
+    STAR_COLUMNS,
+    ReviewCorpus,
+    build_review_corpus,
+    corpus_from_splits,
+)
 from attnbook.data.reviews import load_reviews
+from attnbook.data.splits import load_split
 from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 from attnbook.experiments.importance import (
     bin_statistics,
     bootstrap_rank_correlation,
+    observed_range,
     token_importance,
 )
 
 __all__ = [
+    "REBUTTAL_MLP_CLS",
+    "u_comparison",
     "YELP_CLASS_NAMES",
     "IMDB_BAND_NAMES",
     "yelp_star_classes",
     "imdb_rating_bands",
     "class_importance",
     "subsample_corpus",
+    "short_reviews",
     "bin_monotonicity",
     "real_array",
     "trend_statistics",
 ]
+
+#: The authors' bin means of ``E_s . p`` with an MLP after the softmax (OpenReview
+#: rebuttal), over 20 bins whose centres run from -0.95 to 0.89.
+REBUTTAL_MLP_CLS = pd.DataFrame(
+    {
+        "centre": np.linspace(-0.95, 0.89, 20),
+        "mean": [4.76, 4.61, 3.26, 3.08, 2.80, 2.06, 1.60, 1.43, 0.89, 0.67]
+        + [0.59, 0.71, 1.11, 1.61, 2.02, 2.30, 3.28, 3.39, 4.84, 6.10],
+    }
+)
 
 YELP_CLASS_NAMES = ("1 star", "2 stars", "4 stars", "5 stars")
 IMDB_BAND_NAMES = ("rating 1-2", "rating 3-4", "rating 7-8", "rating 9-10")
@@ -140,6 +164,33 @@ def subsample_corpus(
     )
 
 
+def short_reviews(
+    name: str, max_words: int, min_df: int
+) -> tuple[ReviewCorpus, np.ndarray]:
+    """The training reviews of ``imdb`` or ``yelp`` with at most ``max_words``
+    distinct words and *all* its test reviews, encoded over the vocabulary of those
+    training reviews (document frequency >= ``min_df``); and the rows of the corpus's
+    test split that hold at most ``max_words`` distinct words (test reviews of the
+    kind the model is trained on). The rest of the test split serves to measure the
+    token importance on held-out reviews."""
+    max_words = check_count(max_words, "max_words")
+    min_df = check_count(min_df, "min_df")
+    train, test = load_split(name, "train"), load_split(name, "test")
+    short = {
+        split: np.diff(part.tokens.indptr) <= max_words
+        for split, part in (("train", train), ("test", test))
+    }
+    if not short["train"].any():
+        raise ValueError(f"no training review has at most {max_words} distinct words")
+    corpus = corpus_from_splits(
+        train.select(np.flatnonzero(short["train"])),
+        test,
+        min_df=min_df,
+        name=f"{name} (at most {max_words} distinct words)",
+    )
+    return corpus, np.flatnonzero(short["test"][corpus.test_kept])
+
+
 def real_array(x: object, what: str) -> np.ndarray:
     """``x`` (NumPy or torch) as a float64 array of real numbers (NaN allowed: it
     marks a token to leave out); ``what`` names it in the errors."""
@@ -206,3 +257,32 @@ def trend_statistics(
         "monotone": bin_monotonicity(x, v, min_count=min_count, **bins),
         "n_tokens": int(x.size),
     }
+
+
+def u_comparison(
+    importance: object, scores: list, paper: pd.DataFrame, *, min_count: int = 20
+) -> pd.DataFrame:
+    """The paper's bin means (``paper``: columns ``centre``, ``mean``) beside the
+    book's:
+    20 equal bins over the observed range of ``importance`` (as the paper's), one row
+    per bin, with the number of tokens and the mean, smallest and largest bin mean over
+    the runs in ``scores`` (bins with fewer than ``min_count`` tokens: NaN)."""
+    x = real_array(importance, "importance")
+    keep = np.isfinite(x)
+    lo, hi = observed_range(x)
+    per_run = []
+    for score in scores:
+        stats = bin_statistics(x[keep], real_array(score, "score")[keep], 20, lo, hi)
+        per_run.append(stats["mean"].where(stats["count"] >= min_count).to_numpy())
+    means = np.array(per_run)
+    return pd.DataFrame(
+        {
+            "paper: centre": paper["centre"].to_numpy(),
+            "paper: mean": paper["mean"].to_numpy(),
+            "book: centre": stats["center"].to_numpy(),
+            "book: tokens": stats["count"].to_numpy(),
+            "book: mean": means.mean(0),
+            "book: min": means.min(0),
+            "book: max": means.max(0),
+        }
+    )

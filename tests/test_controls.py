@@ -1,0 +1,241 @@
+import dataclasses
+
+import numpy as np
+import pytest
+
+from attnbook.engine.counts import TokenCounts
+from attnbook.experiments.controls import (
+    bin_profiles,
+    control_threshold,
+    controlled_trend,
+    documents_per_token,
+    leave_out_rare,
+    rising_arms,
+    trend_statistic,
+)
+from attnbook.experiments.seeded_runs import label_control_runs, metric_of, scores_of
+
+
+def test_documents_and_rare_tokens():
+    counts = TokenCounts.from_sequences([[0, 0, 1], [0, 2], [0, 1]], 4)
+    assert documents_per_token(counts).tolist() == [3, 2, 1, 0]
+    imp = np.array([0.5, -0.2, 1.0, np.nan])
+    out, n_out = leave_out_rare(imp, counts, 2)
+    assert np.isnan(out[2]) and np.isnan(out[3]) and out[0] == 0.5 and n_out == 1
+    two = np.stack([imp, imp], 1)
+    out2, n2 = leave_out_rare(two, counts, 3)
+    assert n2 == 2 and np.isfinite(out2[0]).all() and np.isnan(out2[1]).all()
+    with pytest.raises(ValueError):
+        leave_out_rare(imp[:3], counts, 2)
+
+
+def test_trend_statistic_shapes():
+    x = np.linspace(-1, 1, 201)
+    assert trend_statistic(x, x, "monotone") == pytest.approx(1.0)
+    assert trend_statistic(x**2, x, "u") == pytest.approx(1.0)
+    assert trend_statistic(x**2, x, "arms") == pytest.approx(1.0)
+    # one arm flat-decreasing: the U statistic stays positive, the arms one does not
+    half = np.where(x > 0, x, -0.1 * np.abs(x))
+    assert trend_statistic(half, x, "u") > 0 and trend_statistic(half, x, "arms") < 0
+    # NaN importance is left out
+    xn = x.copy()
+    xn[:10] = np.nan
+    assert trend_statistic(x, xn, "monotone") == pytest.approx(1.0)
+    # a score that is only frequency has no partial correlation given frequency
+    rng = np.random.default_rng(0)
+    log_df = rng.normal(size=5000)
+    imp = -log_df + rng.normal(size=5000)
+    score = log_df + rng.normal(size=5000)
+    assert trend_statistic(score, imp, "monotone") < -0.3
+    assert abs(trend_statistic(score, imp, "monotone", log_df)) < 0.05
+    with pytest.raises(ValueError, match="shape"):
+        trend_statistic(x, x, "flat")
+
+
+def test_control_threshold():
+    values = np.array([0.0, 0.1, -0.1, 0.05, -0.05])
+    bound = control_threshold(values, 0.99)
+    sd = values.std(ddof=1)
+    # t_{0.99, 4} = 3.747
+    assert bound == pytest.approx(3.747 * sd * np.sqrt(1.2), rel=1e-3)
+    assert control_threshold(values, 0.9) < bound
+    assert control_threshold([1.0, 1.0, 1.0]) == 1.0  # never below the largest draw
+    with pytest.raises(ValueError):
+        control_threshold([0.1, 0.2])
+
+
+def test_controlled_trend_separates_signal_from_control():
+    rng = np.random.default_rng(1)
+    V = 500
+    held = rng.uniform(-1, 1, V)
+    train = held + 0.1 * rng.normal(size=V)
+    held[:20] = np.nan
+    log_df = rng.normal(size=V)
+    real = [train + 0.3 * rng.normal(size=V) for _ in range(3)]
+    null = [rng.normal(size=V) for _ in range(5)]
+    init = [rng.normal(size=V)]
+    res = controlled_trend(
+        real,
+        null,
+        init,
+        heldout=held,
+        train=train,
+        log_df=log_df,
+        shape="monotone",
+        shuffled_train=null,
+    )
+    assert res.n_tokens == {"heldout": 480, "train": 500}
+    assert res.values("labels", "heldout").min() > 0.8
+    assert res.margin("heldout_partial") > 0.5
+    assert abs(res.values("initial", "heldout")[0]) < res.thresholds["heldout"]
+    assert res.values("shuffled", "own").min() == pytest.approx(1.0)
+    summary = res.summary()
+    assert summary.loc["raw ρ, held-out importance", "threshold"] == pytest.approx(
+        res.thresholds["heldout"]
+    )
+    with pytest.raises(ValueError):
+        controlled_trend(
+            real,
+            null[:2],
+            init,
+            heldout=held,
+            train=train,
+            log_df=log_df,
+            shape="u",
+        )
+
+
+def test_bin_profiles_and_arms():
+    x = np.linspace(-1, 1, 2001)
+    prof = bin_profiles(x, [x**2, np.abs(x) + 1], n_bins=20, lo=-1, hi=1)
+    assert prof.shape == (20, 2)
+    assert rising_arms(prof[0]) == (1.0, 1.0)
+    assert rising_arms(-prof[0]) == (0.0, 0.0)
+
+
+def test_label_control_runs():
+    labels = np.array([1, 1, -1, -1, 1, -1])
+
+    def train(seed, y):
+        return {"s": y * seed}, {"s": np.zeros(6)}, {"acc": float(y.sum())}
+
+    runs = label_control_runs(
+        train,
+        labels,
+        seeds=[1, 2],
+        shuffled_seeds=[10, 11, 12],
+        rng=np.random.default_rng(0),
+    )
+    assert [r.kind for r in runs] == ["labels"] * 2 + ["shuffled"] * 3
+    assert np.array_equal(runs[0].labels, labels)
+    assert all(sorted(r.labels) == sorted(labels) for r in runs)
+    assert len(scores_of(runs, "shuffled", "s")) == 3
+    assert scores_of(runs, "labels", "s", initial=True)[0].sum() == 0
+    assert metric_of(runs, "labels", "acc").tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="distinct"):
+        label_control_runs(
+            train, labels, seeds=[1], shuffled_seeds=[1], rng=np.random.default_rng(0)
+        )
+
+
+def _tiny_corpus(seed: int = 0, n: int = 120, V: int = 12):
+    """Sequences whose label follows tokens 0 (positive) and 1 (negative)."""
+    rng = np.random.default_rng(seed)
+    labels = np.where(rng.random(n) < 0.5, 1, -1)
+    seqs = [
+        np.concatenate([[0 if y > 0 else 1], rng.integers(2, V, size=5)])
+        for y in labels
+    ]
+    return TokenCounts.from_sequences(seqs, V), labels
+
+
+def test_trainers_runs_trend_and_tables():
+    from attnbook.experiments.controls import control_table, runs_trend
+    from attnbook.experiments.importance import token_importance
+    from attnbook.experiments.seeded_runs import metric_table
+    from attnbook.experiments.trainers import (
+        mlp_trainer,
+        multiclass_trainer,
+        one_layer_trainer,
+        two_layer_trainer,
+    )
+
+    train, y = _tiny_corpus(0)
+    test, y_test = _tiny_corpus(1)
+    kw = dict(dim=4, steps=30, lr=5e-2)
+    runs = label_control_runs(
+        one_layer_trainer(train, test, y_test, **kw),
+        y,
+        seeds=[0, 1, 2],
+        shuffled_seeds=[10, 11, 12],
+        rng=np.random.default_rng(0),
+    )
+    assert metric_of(runs, "labels", "test accuracy").min() > 0.9
+    held = token_importance(test, y_test)
+    trend = runs_trend(
+        runs,
+        "E.v",
+        shape="monotone",
+        heldout=held,
+        train=token_importance(train, y),
+        log_df=np.log(documents_per_token(train)),
+    )
+    # token 0 (I = 1) must rank first: the real runs correlate, the initial ones less
+    assert (
+        trend.values("labels", "heldout").min()
+        > trend.values("initial", "heldout").max()
+    )
+    table = control_table({"E.v": trend})
+    assert list(table.index) == ["E.v"] and "threshold, ρ" in table.columns
+    assert set(metric_table(runs).index) == {"labels", "shuffled"}
+    for trainer, names in (
+        (mlp_trainer(train, test, y_test, **kw), {"E.v", "E.p", "g", "linear E.v"}),
+        (two_layer_trainer(train, test, y_test, **kw), {"E.v", "E.q", "E.p"}),
+    ):
+        scores, initial, metrics = trainer(3, y)
+        assert names <= set(scores) and set(initial) == set(scores)
+        assert 0 <= metrics["test accuracy"] <= 1
+    classes = (y > 0).astype(np.int64)
+    scores, _, metrics = multiclass_trainer(
+        train, test, (y_test > 0).astype(np.int64), n_classes=2, **kw
+    )(0, classes)
+    assert scores["E.W"].shape == (12, 2) and metrics["test accuracy"] > 0.9
+
+
+def test_u_comparison():
+    from attnbook.experiments.extensions import REBUTTAL_MLP_CLS, u_comparison
+
+    x = np.linspace(-1, 1, 2001)
+    table = u_comparison(x, [x**2, x**2 + 1], REBUTTAL_MLP_CLS)
+    assert len(table) == 20 and table["paper: centre"].iloc[0] == -0.95
+    assert table["book: max"].iloc[0] - table["book: min"].iloc[0] == pytest.approx(1)
+    assert table["book: mean"].idxmin() in (9, 10)
+
+
+def test_book_checks_of_a_trend():
+    from attnbook.book import records
+    from attnbook.book.controls import check_initial, check_trend
+
+    rng = np.random.default_rng(3)
+    held = rng.uniform(-1, 1, 400)
+    trend = controlled_trend(
+        [held + 0.2 * rng.normal(size=400) for _ in range(3)],
+        [rng.normal(size=400) for _ in range(5)],
+        [rng.normal(size=400)],
+        heldout=held,
+        train=held,
+        log_df=rng.normal(size=400),
+        shape="monotone",
+    )
+    records.start_record("controls_test")
+    low = check_trend("t", trend, "heldout", claim="C7a", what="test")
+    assert low == trend.values("labels", "heldout").min()
+    assert records.GLUED["t_threshold"] == trend.thresholds["heldout"]
+    assert check_initial("t0", {"a": trend}, claim="C7a", what="test") <= 5
+    weak = dataclasses.replace(
+        trend, thresholds={"heldout": 2.0, "heldout_partial": 2.0}
+    )
+    check_trend("t2", weak, "heldout", claim="C7a", what="test", asserted=False)
+    assert not records.CHECKS[-1].passed and not records.CHECKS[-1].asserted
+    with pytest.raises(AssertionError):
+        check_trend("t3", weak, "heldout", claim="C7a", what="test")
