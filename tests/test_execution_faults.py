@@ -264,7 +264,7 @@ def test_a_folder_held_by_another_run_is_refused_with_its_holder(tmp_path):
 
 
 def test_default_jobs_follow_the_memory(tmp_path, monkeypatch):
-    import attnbook.book.execution as execution
+    import attnbook.book.run_guard as execution
 
     times = tmp_path / "times.json"
     times.write_text(json.dumps({"ch": {"seconds": 1, "peak_bytes": 4 * 2**30}}))

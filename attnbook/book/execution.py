@@ -31,19 +31,13 @@ Run it as ``python -m attnbook.book.execution [--jobs N]`` from the book's root
 from __future__ import annotations
 
 import argparse
-import ctypes
-import fcntl
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +48,14 @@ from jupyter_cache.base import CacheBundleIn
 
 from attnbook.book.chapter_run import describe_exit, set_aside_record
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
+from attnbook.book.run_guard import (
+    RunInterrupted,
+    default_jobs,
+    last_run,
+    run_lock,
+    set_parent_death_signal,
+    signals_end_the_run,
+)
 
 __all__ = [
     "CACHE_DIR",
@@ -68,7 +70,6 @@ __all__ = [
     "run_lock",
     "RunInterrupted",
     "default_jobs",
-    "available_memory",
     "main",
 ]
 
@@ -77,9 +78,6 @@ RUN_FILE = "run-id.txt"
 #: In the build folder: each chapter's execution time in the last run (seconds), used
 #: to start the longest chapters first.
 TIMES_FILE = "execution_times.json"
-#: The memory a chapter's kernel is assumed to need when the previous run is unknown
-#: (bytes; the largest kernel peak measured on the book's chapters, rounded up).
-CHAPTER_BYTES = 3 * 2**30
 #: Where ``jupyter-book`` keeps its cache (``execute.cache`` empty in ``_config.yml``).
 CACHE_DIR = ".jupyter_cache"
 
@@ -139,101 +137,9 @@ class ExecutionReport:
     wall: float = 0.0
 
 
-def _last_run(times_file: Path | None) -> dict[str, dict[str, float]]:
-    """The previous run's times and memory by chapter (empty when unknown)."""
-    try:
-        last = json.loads(Path(times_file).read_text()) if times_file else {}
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(last, dict):
-        return {}
-    out = {}
-    for name, entry in last.items():
-        if isinstance(entry, (int, float)):  # the format before memory was recorded
-            entry = {"seconds": entry}
-        if isinstance(entry, dict):
-            out[str(name)] = entry
-    return out
-
-
 def _longest_first(paths: list[Path], times_file: Path | None) -> list[Path]:
-    last = _last_run(times_file)
+    last = last_run(times_file)
     return sorted(paths, key=lambda p: -float(last.get(p.stem, {}).get("seconds", 0.0)))
-
-
-def _set_parent_death_signal() -> None:
-    """In a chapter's process (Linux): receive SIGTERM when the executor dies, even
-    by SIGKILL, so that no chapter outlives the run that started it."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-@contextmanager
-def run_lock(records: Path, wait: float = 30.0) -> Iterator[int]:
-    """Hold the lock of the run recorded in ``records`` (``records`` + ``.lock``):
-    one execution at a time writes a records folder. The lock is an ``flock`` that
-    the chapters' processes inherit, so it is held until the last process of a run
-    has ended, even when the executor was killed. Waits up to ``wait`` seconds for an
-    earlier run to end, then raises ``RuntimeError`` naming the run that holds it."""
-    path = Path(f"{records}.lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + wait
-        told = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = path.read_text().strip() or "unknown"
-                if time.monotonic() >= deadline:
-                    raise RuntimeError(
-                        f"another execution of the book is writing {records} "
-                        f"(process {holder}, lock {path}); wait for it to end or "
-                        "stop it, then start again"
-                    ) from None
-                if not told:
-                    print(
-                        f"[attnbook] waiting for the execution in process {holder} "
-                        f"to end (it holds {path})",
-                        flush=True,
-                    )
-                    told = True
-                time.sleep(0.2)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield fd
-    finally:
-        os.close(fd)
-
-
-class RunInterrupted(Exception):
-    """The executor received a signal that ends the run (SIGINT, SIGTERM, SIGHUP)."""
-
-
-@contextmanager
-def _signals_end_the_run() -> Iterator[None]:
-    """While the run goes on, SIGINT, SIGTERM and SIGHUP raise :class:`RunInterrupted`
-    in the executor (even where the shell started it with SIGINT ignored), so that it
-    stops its chapters before it exits. Outside the main thread nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, _frame: object) -> None:
-        raise RunInterrupted(f"the execution received {signal.Signals(signum).name}")
-
-    before = {
-        sig: signal.signal(sig, stop)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    }
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 @dataclass
@@ -265,7 +171,7 @@ def _start_chapter(
             stdout=out,
             stderr=subprocess.STDOUT,
             pass_fds=(lock_fd,),
-            preexec_fn=_set_parent_death_signal,
+            preexec_fn=set_parent_death_signal,
         )
     return _Running(path, process, result, log)
 
@@ -338,7 +244,7 @@ def execute_notebooks(
         scratch = Path(tempfile.mkdtemp(prefix="attnbook-run-"))
         queue, running = list(order), []
         try:
-            with _signals_end_the_run():
+            with signals_end_the_run():
                 while queue or running:
                     while queue and len(running) < jobs:
                         running.append(
@@ -391,41 +297,6 @@ def _finished(job: _Running, report: ExecutionReport, records: Path, store) -> N
             overwrite=True,
         )
     print(f"[attnbook] {name}: executed in {seconds:.1f} s, {memory}", flush=True)
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to new processes (``MemAvailable`` on Linux), or
-    None where unknown."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def default_jobs(times_file: Path | None = None) -> tuple[int, str]:
-    """How many chapters to execute at a time: one per CPU this process may use, and
-    no more than the available memory holds (each chapter counted at the largest
-    kernel peak of the previous run, or :data:`CHAPTER_BYTES` when unknown, with a
-    fifth of the memory kept free). Returns the number and the reason in words."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    cpus = max(1, cpus or os.cpu_count() or 1)
-    peaks = [float(e.get("peak_bytes", 0)) for e in _last_run(times_file).values()]
-    per_chapter = max([CHAPTER_BYTES, *peaks])
-    free = available_memory()
-    if free is None:
-        return cpus, f"{cpus} CPU(s), memory unknown"
-    by_memory = max(1, int(0.8 * free // per_chapter))
-    why = (
-        f"{cpus} CPU(s), {free / 2**30:.1f} GB available at "
-        f"{per_chapter / 2**30:.1f} GB a chapter"
-    )
-    return min(cpus, by_memory), why
 
 
 def execute_book(

@@ -1,0 +1,166 @@
+"""How the chapters' execution guards the machine it runs on.
+
+- :func:`run_lock`: one execution at a time writes a records folder (an ``flock`` that
+  the chapters' processes inherit, so it is held until the last of them has ended);
+- :func:`signals_end_the_run` and :func:`set_parent_death_signal`: a run interrupted by
+  a signal stops its chapters, and a chapter's process ends with its executor, even when
+  the executor is killed with SIGKILL;
+- :func:`default_jobs`: how many chapters at a time the CPUs and the available memory
+  allow.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = [
+    "CHAPTER_BYTES",
+    "RunInterrupted",
+    "run_lock",
+    "signals_end_the_run",
+    "set_parent_death_signal",
+    "available_memory",
+    "default_jobs",
+    "last_run",
+]
+
+#: The memory a chapter's kernel is assumed to need when the previous run is unknown
+#: (bytes; the largest kernel peak measured on the book's chapters, rounded up).
+CHAPTER_BYTES = 3 * 2**30
+
+
+def last_run(times_file: Path | None) -> dict[str, dict[str, float]]:
+    """The previous run's times and memory by chapter (empty when unknown)."""
+    try:
+        last = json.loads(Path(times_file).read_text()) if times_file else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(last, dict):
+        return {}
+    out = {}
+    for name, entry in last.items():
+        if isinstance(entry, (int, float)):  # the format before memory was recorded
+            entry = {"seconds": entry}
+        if isinstance(entry, dict):
+            out[str(name)] = entry
+    return out
+
+
+def set_parent_death_signal() -> None:
+    """In a chapter's process (Linux): receive SIGTERM when the executor dies, even
+    by SIGKILL, so that no chapter outlives the run that started it."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@contextmanager
+def run_lock(records: Path, wait: float = 30.0) -> Iterator[int]:
+    """Hold the lock of the run recorded in ``records`` (``records`` + ``.lock``):
+    one execution at a time writes a records folder. The lock is an ``flock`` that
+    the chapters' processes inherit, so it is held until the last process of a run
+    has ended, even when the executor was killed. Waits up to ``wait`` seconds for an
+    earlier run to end, then raises ``RuntimeError`` naming the run that holds it."""
+    path = Path(f"{records}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = path.read_text().strip() or "unknown"
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"another execution of the book is writing {records} "
+                        f"(process {holder}, lock {path}); wait for it to end or "
+                        "stop it, then start again"
+                    ) from None
+                if not told:
+                    print(
+                        f"[attnbook] waiting for the execution in process {holder} "
+                        f"to end (it holds {path})",
+                        flush=True,
+                    )
+                    told = True
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+class RunInterrupted(Exception):
+    """The executor received a signal that ends the run (SIGINT, SIGTERM, SIGHUP)."""
+
+
+@contextmanager
+def signals_end_the_run() -> Iterator[None]:
+    """While the run goes on, SIGINT, SIGTERM and SIGHUP raise :class:`RunInterrupted`
+    in the executor (even where the shell started it with SIGINT ignored), so that it
+    stops its chapters before it exits. Outside the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise RunInterrupted(f"the execution received {signal.Signals(signum).name}")
+
+    before = {
+        sig: signal.signal(sig, stop)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes (``MemAvailable`` on Linux), or
+    None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_jobs(times_file: Path | None = None) -> tuple[int, str]:
+    """How many chapters to execute at a time: one per CPU this process may use, and
+    no more than the available memory holds (each chapter counted at the largest
+    kernel peak of the previous run, or :data:`CHAPTER_BYTES` when unknown, with a
+    fifth of the memory kept free). Returns the number and the reason in words."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    cpus = max(1, cpus or os.cpu_count() or 1)
+    peaks = [float(e.get("peak_bytes", 0)) for e in last_run(times_file).values()]
+    per_chapter = max([CHAPTER_BYTES, *peaks])
+    free = available_memory()
+    if free is None:
+        return cpus, f"{cpus} CPU(s), memory unknown"
+    by_memory = max(1, int(0.8 * free // per_chapter))
+    why = (
+        f"{cpus} CPU(s), {free / 2**30:.1f} GB available at "
+        f"{per_chapter / 2**30:.1f} GB a chapter"
+    )
+    return min(cpus, by_memory), why
