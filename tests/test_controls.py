@@ -5,12 +5,10 @@ import pytest
 
 from attnbook.engine.counts import TokenCounts
 from attnbook.experiments.controls import (
-    bin_profiles,
     control_threshold,
     controlled_trend,
     documents_per_token,
     leave_out_rare,
-    rising_arms,
     trend_statistic,
 )
 from attnbook.experiments.seeded_runs import label_control_runs, metric_of, scores_of
@@ -103,14 +101,6 @@ def test_controlled_trend_separates_signal_from_control():
             log_df=log_df,
             shape="u",
         )
-
-
-def test_bin_profiles_and_arms():
-    x = np.linspace(-1, 1, 2001)
-    prof = bin_profiles(x, [x**2, np.abs(x) + 1], n_bins=20, lo=-1, hi=1)
-    assert prof.shape == (20, 2)
-    assert rising_arms(prof[0]) == (1.0, 1.0)
-    assert rising_arms(-prof[0]) == (0.0, 0.0)
 
 
 def test_label_control_runs():

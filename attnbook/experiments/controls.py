@@ -22,9 +22,7 @@ module measures the statistic where the claim predicts it and where it predicts 
   distribution (:class:`ControlledTrend`);
 - :func:`runs_trend` -- the same from the runs of
   :func:`attnbook.experiments.seeded_runs.label_control_runs`;
-- :func:`control_table` -- the numbers of several claims' statistics side by side;
-- :func:`bin_profiles` -- the bin means of each initialisation's scores, for the shape
-  sentences ("U", "increasing") that must hold in every initialisation.
+- :func:`control_table` -- the numbers of several claims' statistics side by side.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ from scipy.stats import t as student_t
 
 from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 from attnbook.experiments.importance import (
-    bin_statistics,
     partial_spearman,
     spearman,
 )
@@ -56,8 +53,6 @@ __all__ = [
     "controlled_trend",
     "runs_trend",
     "control_table",
-    "bin_profiles",
-    "rising_arms",
 ]
 
 #: The shapes of a trend, with the statistic that measures each.
@@ -281,46 +276,6 @@ def controlled_trend(
         "train": int(np.isfinite(np.asarray(train, dtype=np.float64)).sum()),
     }
     return ControlledTrend(shape, runs, thresholds, level, n_tokens)
-
-
-def bin_profiles(
-    importance: object,
-    scores: Sequence[object],
-    *,
-    n_bins: int,
-    lo: float,
-    hi: float,
-    min_count: int = 20,
-) -> pd.DataFrame:
-    """Bin means of each run's ``scores`` against ``importance`` (``n_bins`` equal bins
-    of ``[lo, hi]``, tokens with NaN importance left out): one column per run, one row
-    per bin centre, bins with fewer than ``min_count`` tokens left out."""
-    x = np.asarray(importance, dtype=np.float64)
-    keep = np.isfinite(x)
-    cols = {}
-    for i, score in enumerate(scores):
-        stats = bin_statistics(
-            x[keep], np.asarray(score, np.float64)[keep], n_bins, lo, hi
-        )
-        stats = stats[stats["count"] >= min_count]
-        cols[i] = pd.Series(stats["mean"].to_numpy(), index=stats["center"].round(4))
-    out = pd.DataFrame(cols)
-    out.index.name = "bin centre"
-    return out
-
-
-def rising_arms(profile: pd.Series) -> tuple[float, float]:
-    """For one profile of bin means (index: bin centres), the share of consecutive bin
-    pairs whose mean rises away from zero on the negative side (centres below 0,
-    read from right to left) and on the positive side (centres above 0): ``(left,
-    right)``; a U has both near 1."""
-    centres = profile.index.to_numpy(dtype=np.float64)
-    means = profile.to_numpy(dtype=np.float64)
-    left = means[centres < 0][::-1]
-    right = means[centres > 0]
-    if left.size < 2 or right.size < 2:
-        raise ValueError("each side of zero needs at least two bins")
-    return float((np.diff(left) > 0).mean()), float((np.diff(right) > 0).mean())
 
 
 def _spread(values: np.ndarray) -> str:
