@@ -191,7 +191,8 @@ def correlation_table(
     }
     per_seed = pd.DataFrame(rows).T
     rows["seed-to-seed range"] = (per_seed.max() - per_seed.min()).to_dict()
-    nulls = null_distribution(runs, document_frequency)
+    keys = {label: key for key, label in PICTURE_STATISTICS.items()}
+    nulls = null_distribution(runs, document_frequency).rename(columns=keys)
     if len(nulls) == 1:
         rows["shuffled labels (null)"] = nulls.iloc[0].to_dict()
     else:
