@@ -244,9 +244,8 @@ CLAIMS: tuple[Claim, ...] = (
         ),
         readings=(
             BookReading(
-                "Scale-free (each spread divided by the score's standard deviation "
-                "over the tokens): the frozen model's bins are not several-fold "
-                "tighter.",
+                "Read scale-free (each spread divided by the score's standard "
+                "deviation over the tokens), the spread drops several-fold.",
                 r"\w+_(spread_ratio_scale_free|scale_free_min)",
                 headline="imdb_lr3_value_spread_ratio_scale_free",
             ),
