@@ -24,9 +24,9 @@ from attnbook.book.dashboard import (
     Claim,
     ClaimRow,
     claim_rows,
-    dashboard_problems,
     status_of,
 )
+from attnbook.book.dashboard_audit import dashboard_problems
 from attnbook.book.pages import claims_dashboard
 from attnbook.book.record_files import load_records
 

@@ -577,7 +577,7 @@ def test_dashboard_in_a_real_build(tmp_path):
     assert "attnbook-badge-not-reproduced" in html and "<details" in html
     # a failed statement of the book's own reading: a line of its own, C1 still PASS
     assert "The book&#x2019;s reading" in html or "The book's reading" in html
-    assert 'attnbook-claim attnbook-claim-pass' in html
+    assert "attnbook-claim attnbook-claim-pass" in html
     records = book / "_build" / "records" / "book"
     assert json.loads((records / "ch1.json").read_text())["run_id"] == read_run_id(
         records

@@ -21,6 +21,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnbook.book.claim_status import (
+    GROUPS,
+    OTHER_READING,
+    STATUSES,
+    BookReading,
+    ReadingLine,
+    check_counts,
+    check_group,
+    headline_of,
+    is_evidence,
+    reading_of,
+    status_of,
+)
 from attnbook.book.notebooks import (
     attach_results,
     chapter_name_in_notebook,
@@ -43,23 +56,12 @@ __all__ = [
     "result_labels",
     "attach_results",
     "HEADLINES",
+    "row_id",
     "OTHER_READING",
     "GROUPS",
     "check_group",
     "check_counts",
 ]
-
-
-@dataclass(frozen=True)
-class BookReading:
-    """One reading of a claim that is the book's, not the paper's: ``statement`` says
-    what the book reads into the claim or sets beside it (``$...$`` is math);
-    ``checks`` is a regular expression that the names of its checks (recorded with
-    ``reading="book"``) match in full; ``headline`` names the check its line shows."""
-
-    statement: str
-    checks: str
-    headline: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,89 +285,6 @@ CLAIMS: tuple[Claim, ...] = (
 _IDS = {c.id.lower(): c for c in CLAIMS}
 
 
-#: The badges, from the worst outcome to the best (the legend of the landing page).
-STATUSES = (
-    "FAIL",
-    "NOT REPRODUCED",
-    "NOT CHECKED",
-    "MEASURED",
-    "PASS (part)",
-    "PASS",
-)
-
-
-def _reading(chk: dict[str, Any]) -> str:
-    return chk.get("reading", "paper")
-
-
-def _is_evidence(chk: dict[str, Any]) -> bool:
-    return chk.get("role", "evidence") == "evidence"
-
-
-def status_of(
-    checks: list[dict[str, Any]], *, verifiable: bool = True, partial: bool = False
-) -> str:
-    """The badge that ``checks`` (all of one reading) earn.
-
-    ``FAIL``: an asserted check failed, whatever its role; ``NOT CHECKED``: no
-    evidence; ``NOT REPRODUCED``: every asserted check passed, but a statement measured
-    without assertion (:func:`~attnbook.book.records.compare_with_paper`) did not hold;
-    ``MEASURED``: everything held, but there is no statement to verify
-    (``verifiable=False``: the checks are the book's own measurements); ``PASS
-    (part)``: everything held, but the checks cover only part of the claim
-    (``partial``); ``PASS``.
-    """
-    if not all(c["passed"] for c in checks if c.get("asserted", True)):
-        return "FAIL"
-    evidence = [c for c in checks if _is_evidence(c)]
-    if not evidence:
-        return "NOT CHECKED"
-    if not all(c["passed"] for c in evidence):
-        return "NOT REPRODUCED"
-    if not verifiable:
-        return "MEASURED"
-    return "PASS (part)" if partial else "PASS"
-
-
-def _headline(checks: list[dict[str, Any]], named: str | None) -> dict[str, Any] | None:
-    """The check a line shows: when a statement measured without assertion failed
-    (what makes a NOT REPRODUCED), the one called ``named`` among those, else the
-    first of them; otherwise the evidence called ``named``, else the first asserted
-    evidence, else the first evidence (None without evidence)."""
-    evidence = [c for c in checks if _is_evidence(c)]
-    missed = [c for c in evidence if not c.get("asserted", True) and not c["passed"]]
-    for chk in missed or evidence:
-        if chk["name"] == named:
-            return chk
-    asserted = [c for c in evidence if c.get("asserted", True)]
-    return (missed or asserted or evidence or [None])[0]
-
-
-@dataclass
-class ReadingLine:
-    """The checks of one :class:`BookReading` of a claim, with their own badge."""
-
-    reading: BookReading
-    checks: list[dict[str, Any]]
-
-    @property
-    def status(self) -> str:
-        """The badge of the book's reading (:func:`status_of` over its checks)."""
-        return status_of(self.checks)
-
-    @property
-    def headline(self) -> dict[str, Any] | None:
-        """The check the line shows (:attr:`BookReading.headline`, else as for a
-        claim)."""
-        return _headline(self.checks, self.reading.headline)
-
-
-#: The line of a claim's book-reading checks that match none of its readings.
-OTHER_READING = BookReading(
-    "further checks of the book's own reading, beside the paper's statement", r".*"
-)
-
-
 @dataclass
 class ClaimRow:
     """A claim with the recorded checks that verify it."""
@@ -377,13 +296,13 @@ class ClaimRow:
     def paper_checks(self) -> list[dict[str, Any]]:
         """The checks of the paper's statement as the dashboard quotes it (every role):
         they alone decide the status."""
-        return [c for c in self.checks if _reading(c) != "book"]
+        return [c for c in self.checks if reading_of(c) != "book"]
 
     @property
     def evidence(self) -> list[dict[str, Any]]:
         """The evidence for the paper's statement (identities, controls and the book's
         readings are shown, but do not count toward the status)."""
-        return [c for c in self.paper_checks if _is_evidence(c)]
+        return [c for c in self.paper_checks if is_evidence(c)]
 
     @property
     def status(self) -> str:
@@ -400,7 +319,7 @@ class ClaimRow:
         """The paper-reading evidence that sums the claim up in one number (see
         :func:`_headline`): under a NOT REPRODUCED a statement that did not hold,
         otherwise the one :data:`HEADLINES` names for the claim."""
-        return _headline(self.paper_checks, HEADLINES.get(self.claim.id))
+        return headline_of(self.paper_checks, HEADLINES.get(self.claim.id))
 
     @property
     def readings(self) -> list[ReadingLine]:
@@ -411,7 +330,7 @@ class ClaimRow:
         are left out."""
         lines = [ReadingLine(r, []) for r in (*self.claim.readings, OTHER_READING)]
         for chk in self.checks:
-            if _reading(chk) != "book":
+            if reading_of(chk) != "book":
                 continue
             for line in lines:
                 if re.fullmatch(line.reading.checks, chk["name"]):
@@ -424,7 +343,7 @@ class ClaimRow:
         left out): the book's readings apart, the paper's by role."""
         out: dict[str, list[dict[str, Any]]] = {}
         for chk in self.checks:
-            group = "book" if _reading(chk) == "book" else check_group(chk)
+            group = "book" if reading_of(chk) == "book" else check_group(chk)
             out.setdefault(group, []).append(chk)
         return {g: out[g] for g in GROUPS if g in out}
 
@@ -445,42 +364,6 @@ HEADLINES: dict[str, str] = {
     "C7d": "small_d_min_low_v",
 }
 
-#: The groups of a claim's checks, in the order the dashboard lists them.
-GROUPS: dict[str, str] = {
-    "evidence": "Evidence (decides the status)",
-    "measured": "Statements of the paper, measured without assertion",
-    "identity": "Identities (two computations of one quantity agree)",
-    "control": "Negative controls and sanity checks",
-    "book": "The book's own readings (shown apart; they never decide the status)",
-}
-
-
-def check_group(chk: dict[str, Any]) -> str:
-    """The group of :data:`GROUPS` a recorded check belongs to by its role and whether
-    it was asserted (a claim's row puts the book's readings apart:
-    :meth:`ClaimRow.groups`)."""
-    if not chk.get("asserted", True):
-        return "measured"
-    role = chk.get("role", "evidence")
-    return role if role in GROUPS else "evidence"
-
-
-def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
-    """How many of ``checks`` were asserted and passed, and how many statements of the
-    paper were measured without assertion and held; the dashboard and the page
-    *Reproducing this book* both count with this function, so they agree."""
-    asserted = [c for c in checks if c.get("asserted", True)]
-    measured = [c for c in checks if not c.get("asserted", True)]
-    counts = {
-        "asserted": len(asserted),
-        "passed": sum(bool(c["passed"]) for c in asserted),
-        "measured": len(measured),
-        "held": sum(bool(c["passed"]) for c in measured),
-    }
-    for role in ("evidence", "identity", "control"):
-        counts[role] = sum(check_group(c) == role for c in asserted)
-    return counts
-
 
 def _parts(parent: str) -> list[Claim]:
     return [
@@ -490,7 +373,7 @@ def _parts(parent: str) -> list[Claim]:
     ]
 
 
-def _row_id(tag: str | None) -> str | None:
+def row_id(tag: str | None) -> str | None:
     """The dashboard row of a check's ``claim`` tag: a claim id ("C6a"), a parent ("C6",
     when the chapter tags a check with the claim as a whole), or None (not a claim:
     "setup")."""
@@ -528,7 +411,7 @@ def claim_rows(records: dict[str, dict]) -> list[ClaimRow]:
     by_id: dict[str, list[dict[str, Any]]] = {}
     for chapter in sorted(records):
         for chk in records[chapter]["checks"]:
-            rid = _row_id(chk.get("claim"))
+            rid = row_id(chk.get("claim"))
             if rid is not None:
                 by_id.setdefault(rid, []).append({**chk, "chapter": chapter})
     rows: list[ClaimRow] = []
@@ -552,62 +435,8 @@ def other_checks(records: dict[str, dict]) -> dict[str, list[dict[str, Any]]]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for chapter in sorted(records):
         for chk in records[chapter]["checks"]:
-            if _row_id(chk.get("claim")) is None:
+            if row_id(chk.get("claim")) is None:
                 groups.setdefault(chk.get("claim") or "untagged", []).append(
                     {**chk, "chapter": chapter}
                 )
     return groups
-
-
-def dashboard_problems(records: dict[str, dict], *, complete: bool = True) -> list[str]:
-    """What is wrong with the dashboard of ``records``, in words (empty: nothing).
-
-    Every name of :data:`HEADLINES` and every :attr:`BookReading.headline` must be a
-    recorded check of its claim (or of the claim's parent, "C6" for "C6a"), of the right
-    reading (``paper`` for a claim's headline, ``book`` for a reading's) and evidence;
-    every ``NOT REPRODUCED`` must trace to a failed evidence of the paper's reading
-    measured without assertion; every book-reading check of a claim that declares
-    readings must match one of them. ``complete=False`` (records of some chapters only)
-    skips the claims that have no check in ``records``.
-    """
-    problems: list[str] = []
-    rows = {r.claim.id: r for r in claim_rows(records)}
-    for claim in CLAIMS:
-        row = rows.get(claim.id) or rows.get(claim.id[:-1])
-        if row is None or (not complete and not row.checks):
-            continue
-        named = [(HEADLINES.get(claim.id), "paper")] + [
-            (r.headline, "book") for r in claim.readings
-        ]
-        for name, reading in named:
-            if name is None:
-                continue
-            found = [c for c in row.checks if c["name"] == name]
-            if not found:
-                problems.append(f"{claim.id}: headline {name!r} is not recorded")
-                continue
-            chk = found[0]
-            if _row_id(chk.get("claim")) not in (claim.id, claim.id[:-1]):
-                problems.append(f"{claim.id}: headline {name!r} is tagged otherwise")
-            if _reading(chk) != reading or not _is_evidence(chk):
-                problems.append(
-                    f"{claim.id}: headline {name!r} is not {reading}-reading evidence"
-                )
-        own = ClaimRow(
-            claim, [c for c in row.checks if _row_id(c.get("claim")) == claim.id]
-        )
-        for line in own.readings if claim.readings else ():
-            if line.reading is OTHER_READING:
-                names = ", ".join(c["name"] for c in line.checks)
-                problems.append(
-                    f"{claim.id}: book-reading checks of no reading: {names}"
-                )
-    for row in rows.values():
-        if row.status != "NOT REPRODUCED":
-            continue
-        missed = [
-            c for c in row.evidence if not c.get("asserted", True) and not c["passed"]
-        ]
-        if not missed:
-            problems.append(f"{row.claim.id}: NOT REPRODUCED without a paper statement")
-    return problems
