@@ -303,7 +303,11 @@ def _fake_curve(acc, loss, steps=(0, 1, 10, 100)):
 
 
 def test_paper_number_table_and_matching_steps():
-    from attnbook.experiments.paper_protocol import matching_steps, paper_number_table
+    from attnbook.experiments.paper_protocol import (
+        matching_steps,
+        paper_number_table,
+        window_steps,
+    )
 
     curves = {
         ("full", "a"): _fake_curve([0.5, 0.8, 0.96, 0.99], [0.7, 0.4, 0.09, 0.02]),
@@ -318,12 +322,37 @@ def test_paper_number_table_and_matching_steps():
     assert row["best accuracy"] == 0.99
     test_row = table.loc[("a", "trained E", "test")]
     assert np.isnan(test_row["first step at the paper's accuracy"])  # 0.89 at most
-    assert matching_steps(curves, "a", "train", accuracy_tol=0.01, loss_tol=0.01) == [
+    assert matching_steps(curves, "a", "train", accuracy_tol=0.011, loss_tol=0.011) == [
         10
     ]
     assert matching_steps(curves, "a", "test", accuracy_tol=0.01, loss_tol=0.01) == []
     with pytest.raises(ValueError, match="tolerances"):
         matching_steps(curves, "a", "train", accuracy_tol=-1, loss_tol=0)
+    # the same window for both models: above 95% by more than the rounding is out
+    assert window_steps(curves[("full", "a")], "full", "train") == []  # 0.96, 0.99
+    assert window_steps(
+        curves[("full", "a")],
+        "full",
+        "train",
+        rounding={"accuracy": 0.011, "loss": 0.05},
+    ) == [10]
+    assert window_steps(curves[("random_E", "a")], "random_E", "train") == [10]
+    assert matching_steps(curves, "a", "train") == []  # at the paper's own rounding
+    with pytest.raises(ValueError, match="model"):
+        window_steps(curves[("full", "a")], "one_step_head", "train")
+
+
+def test_accuracy_gap():
+    from attnbook.experiments.paper_protocol import accuracy_gap
+
+    full = _fake_curve([0.5, 0.8, 0.9, 0.85], [0.7] * 4)
+    rand = _fake_curve([0.5, 0.6, 0.7, 0.72], [0.7] * 4)
+    out = accuracy_gap(full, rand, 100)
+    assert out["trained"] == pytest.approx(0.8) and out["random"] == pytest.approx(0.62)
+    assert out["gap"] == pytest.approx(0.18)
+    assert out["se"] == pytest.approx(np.sqrt((0.8 * 0.2 + 0.62 * 0.38) / 100))
+    with pytest.raises(ValueError, match="n_test"):
+        accuracy_gap(full, rand, 0)
 
 
 def test_crossing_steps():
@@ -353,6 +382,7 @@ def test_picture_runs_and_tables():
         RUN_NAMES,
         PictureSettings,
         correlation_table,
+        null_distribution,
         picture_runs,
         run_table,
     )
@@ -364,7 +394,13 @@ def test_picture_runs_and_tables():
     )
     runs = picture_runs(c, cfg, settings, null_rng=np.random.default_rng(0))
     keys = {("adam", 0), ("adam", 1), ("init", 0), ("one_step", 0), ("theorem", 0)}
-    assert keys | {("gd", 0), ("null", 0)} == set(runs.scores)
+    assert keys | {("gd", 0), ("null", 0), ("head", 0)} == set(runs.scores)
+    # the theorem's setting trains p alone: E and v stay where the one step left them
+    theorem = runs.curves[("theorem", 0)].params
+    head = runs.curves[("head", 0)].params
+    assert not torch.equal(theorem["p"], head["p"])
+    one = runs.scores[("one_step", 0)]
+    assert np.allclose(runs.scores[("theorem", 0)][0], one[0])  # E.v unchanged
     # the null's importance comes from permuted labels, with the class sizes kept
     assert np.isfinite(runs.null_importance).all()
     imp = token_importance(c.train, c.train_labels)
@@ -381,8 +417,23 @@ def test_picture_runs_and_tables():
     alpha = np.linspace(-1, 1, c.vocab_size)
     rows = run_table(runs, imp, alpha, n_pos + n_neg, 0, top=3)
     assert list(rows.index) == [
-        RUN_NAMES[k] for k in ("one_step", "theorem", "gd", "adam")
+        RUN_NAMES[k] for k in ("one_step", "theorem", "head", "gd", "adam")
     ]
+    # the null as a distribution: one run per permutation, each with its own labels
+    several = picture_runs(
+        c,
+        cfg,
+        PictureSettings(seeds=(0,), steps=3, head_steps=2, null_permutations=3),
+        null_rng=np.random.default_rng(0),
+    )
+    nulls = null_distribution(several, n_pos + n_neg)
+    assert len(several.nulls) == 3 and len(nulls) == 3
+    assert not np.array_equal(several.nulls[0][0], several.nulls[1][0])
+    table3 = correlation_table(several, imp, n_pos + n_neg, (0,))
+    assert "shuffled labels: largest of 3" in table3.index
+    assert table3.loc["shuffled labels: largest of 3"].equals(nulls.max())
+    with pytest.raises(ValueError, match="null_permutations"):
+        PictureSettings(null_permutations=0)
     assert np.isnan(rows.loc[RUN_NAMES["one_step"], "training loss"])
     bare = picture_runs(
         c,

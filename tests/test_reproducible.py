@@ -562,6 +562,7 @@ def test_dashboard_in_a_real_build(tmp_path):
         "check('stat', 0.5, 0.25, claim='C1', what='the statistic $r$')\n"
         "check('ctl', 1.0, 1.0, claim='C1', role='control')\n"
         "compare_with_paper('paper', 0.1, 0.5, claim='C2')\n"
+        "compare_with_paper('bk', 0.1, 0.5, claim='C1', reading='book')\n"
         "open('executions.txt', 'a').write('x');",
         mode="cache",
     )
@@ -578,13 +579,16 @@ def test_dashboard_in_a_real_build(tmp_path):
     assert "the statistic" in html and r"\(r\)" in html
     assert "negative control" in html and "NOT REPRODUCED" in html
     assert "attnbook-badge-not-reproduced" in html and "<details" in html
+    # a failed statement of the book's own reading: a line of its own, C1 still PASS
+    assert "The book&#x2019;s reading" in html or "The book's reading" in html
+    assert "attnbook-claim attnbook-claim-pass" in html
     records = book / "_build" / "records" / "book"
     assert json.loads((records / "ch1.json").read_text())["run_id"] == read_run_id(
         records
     )
     report_html = (book / "_build" / "html" / "repro.html").read_text()
     assert "Run time (s)" in report_html and ">5<" in report_html  # the seed
-    assert "3 / 3" in report_html and "0 / 1" in report_html  # asserted; paper
+    assert "3 / 3" in report_html and "0 / 2" in report_html  # asserted; paper
 
 
 def test_build_fails_without_a_chapter_record(tmp_path):

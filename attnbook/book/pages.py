@@ -2,9 +2,11 @@
 dashboard (landing page) and the run report (page *Reproducing this book*).
 
 The dashboard has one block per claim: a coloured status badge, the claim in the book's
-words, one headline statistic in words and math, and the detailed checks folded in a
-``<details>`` element, grouped into evidence, statements of the paper measured without
-assertion, identities and controls; each check is named in words and linked to the code
+words, one headline statistic in words and math, a line for each of the book's own
+readings of the claim (its own badge, what it reads, its headline; it never decides the
+claim's badge), and the detailed checks folded in a ``<details>`` element, grouped into
+evidence, statements of the paper measured without assertion, identities, controls and
+the book's readings; each check is named in words and linked to the code
 cell that asserts it and to the result it verifies. Both pages count checks with
 :func:`attnbook.book.dashboard.check_counts`, so their numbers agree.
 """
@@ -20,6 +22,7 @@ from docutils import nodes
 from attnbook.book.dashboard import (
     GROUPS,
     ClaimRow,
+    ReadingLine,
     check_counts,
     claim_rows,
     other_checks,
@@ -160,10 +163,41 @@ def _group_summary(groups: dict[str, list[dict[str, Any]]]) -> str:
         "measured": "measured without assertion",
         "identity": "identity",
         "control": "control",
+        "book": "of the book's readings",
     }
     parts = [f"{len(c)} {words[g]}" for g, c in groups.items()]
     n = sum(len(c) for c in groups.values())
     return f"{n} check{'s' * (n != 1)}: " + ", ".join(parts)
+
+
+def _headline_nodes(
+    chk: dict[str, Any], link: Linker, result: Callable
+) -> list[nodes.Node]:
+    """A headline check in words and math: what, value, relation, threshold, links."""
+    out: list[nodes.Node] = [*math_text(chk.get("what") or chk["name"])]
+    out += [nodes.Text(": "), _comparison(chk)]
+    if not chk.get("asserted", True):
+        out.append(nodes.emphasis(text=" (measured, not asserted)"))
+    out.append(nodes.Text(" — "))
+    return out + _where(chk, link, result)
+
+
+def _reading_line(line: ReadingLine, link: Linker, result: Callable) -> nodes.Node:
+    """The line of one of the book's own readings of a claim: its badge, what it reads
+    and its headline check."""
+    para = _para(
+        nodes.strong(text="The book's reading: "),
+        _badge(line.status),
+        nodes.Text(" "),
+        *math_text(line.reading.statement),
+        classes=("attnbook-reading",),
+    )
+    headline = line.headline
+    if headline is not None:
+        para += nodes.Text(" ")
+        for node in _headline_nodes(headline, link, result):
+            para += node
+    return para
 
 
 def _claim_block(row: ClaimRow, link: Linker, result: Callable) -> nodes.container:
@@ -177,22 +211,16 @@ def _claim_block(row: ClaimRow, link: Linker, result: Callable) -> nodes.contain
     block += head
     headline = row.headline
     if headline is not None:
-        line = _para(classes=("attnbook-headline",))
-        for node in math_text(headline.get("what") or headline["name"]):
-            line += node
-        line += nodes.Text(": ")
-        line += _comparison(headline)
-        if not headline.get("asserted", True):
-            line += nodes.emphasis(text=" (measured, not asserted)")
-        line += nodes.Text(" — ")
-        for node in _where(headline, link, result):
-            line += node
-        block += line
+        block += _para(
+            *_headline_nodes(headline, link, result), classes=("attnbook-headline",)
+        )
     elif status == "NOT CHECKED":
         block += _para(
             nodes.Text("No evidence of this build is tagged with this claim."),
             classes=("attnbook-headline",),
         )
+    for line in row.readings:
+        block += _reading_line(line, link, result)
     body: list[nodes.Node] = [_para(nodes.emphasis(text=f"Source: {claim.source}."))]
     if claim.caveat:
         body.append(_para(*math_text(claim.caveat), classes=("attnbook-caveat",)))

@@ -6,8 +6,11 @@ trained embeddings (:data:`PAPER_ACCURACY_LOSS`); one step on ``E`` and then ``E
 frozen makes the average within-bin standard deviation about 8 times smaller for
 ``E_s . v`` and 6 times smaller for ``E_s . p`` than full training
 (:data:`PAPER_SPREAD_RATIO`). The budget, the learning rate and the split of these
-numbers are not stated. :func:`paper_number_table` and :func:`matching_steps` locate
-them on curves of :func:`attnbook.experiments.curves.ablation_curves`;
+numbers are not stated. :func:`paper_number_table`, :func:`window_steps` and
+:func:`matching_steps` locate them on curves of
+:func:`attnbook.experiments.curves.ablation_curves`, reading every number as exact to
+the rounding with which the paper gives it (:data:`PAPER_ROUNDING`), the same window for
+both models; :func:`accuracy_gap` compares the two models' test accuracies;
 :func:`crossing_steps` does the same for the spread ratios of
 :func:`attnbook.experiments.curves.spread_curves`.
 """
@@ -25,7 +28,10 @@ __all__ = [
     "PAPER_ACCURACY_LOSS",
     "PAPER_SPREAD_RATIO",
     "paper_number_table",
+    "PAPER_ROUNDING",
+    "window_steps",
     "matching_steps",
+    "accuracy_gap",
     "crossing_steps",
 ]
 
@@ -34,6 +40,10 @@ PAPER_ACCURACY_LOSS = {
     "full": {"accuracy": 0.95, "loss": 0.1},
     "random_E": {"accuracy": 0.72, "loss": 0.6},
 }
+#: Half a unit of the last digit the paper gives: its accuracies are whole percents
+#: (95%, 72%), its losses tenths (0.1, 0.6). A number is "≈" the paper's when it lies in
+#: the window the paper's rounding leaves: [94.5%, 95.5%], [0.05, 0.15], and so on.
+PAPER_ROUNDING = {"accuracy": 0.005, "loss": 0.05}
 #: The paper's spread ratio (one step then frozen ``E`` over full training), by score.
 PAPER_SPREAD_RATIO = {"E.v": 1 / 8, "E.p": 1 / 6}
 
@@ -78,37 +88,65 @@ def paper_number_table(
     return pd.DataFrame(rows).set_index(["dynamics", "model", "split"])
 
 
+def window_steps(
+    curve: Curve,
+    model: str,
+    split: str,
+    *,
+    rounding: Mapping[str, float] = PAPER_ROUNDING,
+) -> list[int]:
+    """The evaluation steps at which the accuracy and the loss of ``curve`` on
+    ``split`` both lie within ``rounding`` of the paper's numbers for ``model`` (a key
+    of :data:`PAPER_ACCURACY_LOSS`): ``|accuracy - paper| <= rounding["accuracy"]``
+    and ``|loss - paper| <= rounding["loss"]``."""
+    if model not in PAPER_ACCURACY_LOSS:
+        raise ValueError(f"model must be one of {sorted(PAPER_ACCURACY_LOSS)}")
+    if min(rounding.values()) < 0:
+        raise ValueError("the tolerances must be non-negative")
+    paper = PAPER_ACCURACY_LOSS[model]
+    acc, loss = curve.metrics[f"{split}_accuracy"], curve.metrics[f"{split}_loss"]
+    return [
+        step
+        for step, a, ell in zip(curve.steps, acc, loss)
+        if abs(a - paper["accuracy"]) <= rounding["accuracy"]
+        and abs(ell - paper["loss"]) <= rounding["loss"]
+    ]
+
+
 def matching_steps(
     curves: Mapping[tuple[str, str], Curve],
     label: str,
     split: str,
     *,
-    accuracy_tol: float,
-    loss_tol: float,
+    accuracy_tol: float = PAPER_ROUNDING["accuracy"],
+    loss_tol: float = PAPER_ROUNDING["loss"],
 ) -> list[int]:
     """The evaluation steps at which *both* of the paper's accuracy-and-loss statements
-    hold on ``split`` under the dynamics ``label``: the trained model at least at the
-    paper's accuracy less ``accuracy_tol`` and at most at its loss plus ``loss_tol``,
-    and the random-``E`` model within ``accuracy_tol`` of 72% and ``loss_tol`` of
-    0.6."""
-    if accuracy_tol < 0 or loss_tol < 0:
-        raise ValueError("the tolerances must be non-negative")
+    hold on ``split`` under the dynamics ``label``, read symmetrically: the trained
+    model within ``accuracy_tol`` of 95% and ``loss_tol`` of 0.1, and the random-``E``
+    model within the same tolerances of 72% and 0.6 (:func:`window_steps`)."""
     full, rand = curves[("full", label)], curves[("random_E", label)]
     if full.steps != rand.steps:
         raise ValueError("the two curves must share their evaluation steps")
-    pf, pr = PAPER_ACCURACY_LOSS["full"], PAPER_ACCURACY_LOSS["random_E"]
-    out = []
-    for j, step in enumerate(full.steps):
-        fa, fl = full.metrics[f"{split}_accuracy"][j], full.metrics[f"{split}_loss"][j]
-        ra, rl = rand.metrics[f"{split}_accuracy"][j], rand.metrics[f"{split}_loss"][j]
-        if (
-            fa >= pf["accuracy"] - accuracy_tol
-            and fl <= pf["loss"] + loss_tol
-            and abs(ra - pr["accuracy"]) <= accuracy_tol
-            and abs(rl - pr["loss"]) <= loss_tol
-        ):
-            out.append(step)
-    return out
+    rounding = {"accuracy": accuracy_tol, "loss": loss_tol}
+    both = set(window_steps(rand, "random_E", split, rounding=rounding))
+    return [
+        s for s in window_steps(full, "full", split, rounding=rounding) if s in both
+    ]
+
+
+def accuracy_gap(full: Curve, rand: Curve, n_test: int) -> dict[str, float]:
+    """The best test accuracy of each model along its curve (the test split chooses
+    the step, for both alike), their difference ``gap`` (trained minus random fixed
+    ``E``) and the binomial standard error ``se`` of that difference on ``n_test``
+    reviews, ``sqrt(a(1 - a)/n + b(1 - b)/n)`` (the two models are scored on the same
+    reviews, which makes the true error smaller: the bound is conservative)."""
+    if n_test < 1:
+        raise ValueError(f"n_test must be positive, got {n_test}")
+    a = max(full.metrics["test_accuracy"])
+    b = max(rand.metrics["test_accuracy"])
+    se = float(np.sqrt((a * (1 - a) + b * (1 - b)) / n_test))
+    return {"trained": a, "random": b, "gap": a - b, "se": se}
 
 
 def crossing_steps(spreads: pd.DataFrame, score: str) -> dict[str, float]:

@@ -27,6 +27,7 @@ __all__ = [
     "reviews_for_vocabulary",
     "with_shuffled_labels",
     "PICTURE_STATISTICS",
+    "PICTURE_MATH",
     "picture_correlations",
 ]
 
@@ -112,6 +113,16 @@ PICTURE_STATISTICS = {
     "cls_pos": "ρ(E·p, I), I > 0",
     "value_given_df": "ρ(E·v, I | log df)",
     "cls_given_df": "ρ(E·p, |I| | log df)",
+}
+#: The same statistics in the book's notation, for the claims dashboard (``$...$`` is
+#: math).
+PICTURE_MATH = {
+    "value": r"$\rho(\E_s \cdot \bv, I)$",
+    "cls": r"$\rho(\E_s \cdot \bp, |I|)$",
+    "cls_neg": r"$\rho(\E_s \cdot \bp, I)$ over $I < 0$",
+    "cls_pos": r"$\rho(\E_s \cdot \bp, I)$ over $I > 0$",
+    "value_given_df": r"$\rho(\E_s \cdot \bv, I \mid \log \mathrm{df})$",
+    "cls_given_df": r"$\rho(\E_s \cdot \bp, |I| \mid \log \mathrm{df})$",
 }
 
 
