@@ -398,7 +398,7 @@ HEADLINES: dict[str, str] = {
     "C6a": "imdb_lr3_test_acc_gap_min_seed",
     "C6b": "imdb_lr3_value_spread_ratio_units",
     "C7a": "two_layer_rho_v_low",
-    "C7b": "mlp_rho_g_low",
+    "C7b": "mlp_arms_p_partial_low",
     "C7c": "mc_min_low",
     "C7d": "small_d_min_low_v",
 }
