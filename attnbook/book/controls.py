@@ -86,26 +86,10 @@ def check_trend(
     threshold = trend.thresholds[statistic]
     glue(f"{name}_high", float(values.max()))
     glue(f"{name}_threshold", float(threshold))
-    if not asserted:
-        compare_with_paper(
-            name,
-            float(values.min()),
-            threshold,
-            ">=",
-            claim=claim,
-            what=what,
-            reading=reading,
-        )
-        return float(values.min())
-    return check(
-        name,
-        float(values.min()),
-        threshold,
-        ">=",
-        claim=claim,
-        what=what,
-        reading=reading,
-    )
+    smallest = float(values.min())
+    record = check if asserted else compare_with_paper
+    record(name, smallest, threshold, ">=", claim=claim, what=what, reading=reading)
+    return smallest
 
 
 def check_initial(

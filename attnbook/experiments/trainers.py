@@ -186,13 +186,17 @@ def mlp_trainer(
             device=device,
         )
         linear = {k: mlp[k].detach().clone().requires_grad_() for k in ("E", "p", "v")}
-        with torch.no_grad():
-            initial = {
-                **_one_layer_scores(mlp),
-                "g": _np(token_value_scores(mlp)),
-                "linear E.v": _np(mlp["E"] @ mlp["v"]),
-                "linear E.p": _np(mlp["E"] @ mlp["p"]),
-            }
+
+        def scores() -> dict[str, np.ndarray]:
+            with torch.no_grad():
+                return {
+                    **_one_layer_scores(mlp),
+                    "g": _np(token_value_scores(mlp)),
+                    "linear E.v": _np(linear["E"] @ linear["v"]),
+                    "linear E.p": _np(linear["E"] @ linear["p"]),
+                }
+
+        initial = scores()
         y = _signed(labels, device)
         fit(
             mlp,
@@ -214,14 +218,7 @@ def mlp_trainer(
             ),
             "linear test accuracy": _binary_accuracy(lin, test, y_test),
         }
-        with torch.no_grad():
-            scores = {
-                **_one_layer_scores(mlp),
-                "g": _np(token_value_scores(mlp)),
-                "linear E.v": _np(linear["E"] @ linear["v"]),
-                "linear E.p": _np(linear["E"] @ linear["p"]),
-            }
-        return scores, initial, metrics
+        return scores(), initial, metrics
 
     return run
 
