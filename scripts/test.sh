@@ -75,7 +75,8 @@ if [ "$check_rc" -eq 0 ] && [ "$book_rc" -eq 0 ]; then
   echo "[attnbook] comparing the numbers of the two executions; every claim checked"
   set +e
   ATTNBOOK_COMPARE_RECORDS="$ROOT/_build/records/book:$check" \
-    python -m pytest -q -s -p no:cacheprovider tests/test_reproducible.py -m two_runs
+    python -m pytest -q -s -p no:cacheprovider tests/test_reproducible.py \
+      tests/test_dashboard_status.py -m two_runs
   same_rc=$?
   same="exit $same_rc"
   set -e
