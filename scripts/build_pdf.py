@@ -38,15 +38,16 @@ from pathlib import Path
 
 import yaml
 from check_browser import (
-    _MATH_REPORT,
-    _WAIT_FOR_MATHJAX,
     CHROMIUM_ARGS,
+    MATH_REPORT,
     PAGE_TIMEOUT_S,
     ROOT,
-    _offline_routes,
-    book_pages,
+    WAIT_FOR_MATHJAX,
+    Part,
     find_chromium,
+    offline_routes,
     serve,
+    toc_parts,
 )
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import (
@@ -134,26 +135,6 @@ def pdf_name(page: str) -> str:
     return Path(page).with_suffix(".pdf").name
 
 
-Part = tuple[str | None, list[tuple[str, int]]]
-
-
-def _parts(toc_file: Path) -> list[Part]:
-    """The table of contents as (part caption, [(page, level)]) pairs, the root page
-    first; level 1 for a chapter, 2 for its sections."""
-    toc = yaml.safe_load(toc_file.read_text())
-
-    def files(entries: list[dict], level: int) -> list[tuple[str, int]]:
-        out = []
-        for entry in entries:
-            out.append((f"{entry['file']}.html", level))
-            out += files(entry.get("sections", []), level + 1)
-        return out
-
-    return [(None, [(f"{toc['root']}.html", 1)])] + [
-        (part.get("caption"), files(part["chapters"], 1)) for part in toc["parts"]
-    ]
-
-
 def _print_group(base_url: str, pages: list[str], out: str, site: str) -> dict:
     """Print ``pages`` (served at ``base_url``) in a browser of its own; returns their
     titles, the problems and notes found, and the requests refused."""
@@ -168,14 +149,14 @@ def _print_group(base_url: str, pages: list[str], out: str, site: str) -> dict:
             context = browser.new_context(
                 viewport={"width": LAYOUT_WIDTH_PX, "height": 1000}
             )
-            _offline_routes(context, base_url, found["refused"])
+            offline_routes(context, base_url, found["refused"])
             for page in pages:
                 tab = context.new_page()
                 tab.goto(
                     base_url + page, wait_until="load", timeout=PAGE_TIMEOUT_S * 1000
                 )
-                tab.evaluate(_WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
-                math = tab.evaluate(_MATH_REPORT)
+                tab.evaluate(WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
+                math = tab.evaluate(MATH_REPORT)
                 found["problems"] += [f"{page}: {e}" for e in math["errors"]]
                 if math["untypeset"]:
                     found["problems"].append(
@@ -416,9 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
-    parts = _parts(ROOT / "_toc.yml")
+    parts = toc_parts()
     pages = [p for _, ps in parts for p, _ in ps]
-    assert pages == book_pages(), "the table of contents is read two ways"
     try:
         jobs = max(1, min(2, len(os.sched_getaffinity(0))))
         titles = print_pages(args.html_dir, pages, args.out, site_url(), jobs)

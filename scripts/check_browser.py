@@ -88,17 +88,27 @@ class PageReport:
     notes: list[str] = field(default_factory=list)
 
 
-def book_pages(toc_file: Path = ROOT / "_toc.yml") -> list[str]:
-    """The pages of the book, in reading order, as paths relative to the HTML folder."""
+Part = tuple[str | None, list[tuple[str, int]]]
+
+
+def toc_parts(toc_file: Path = ROOT / "_toc.yml") -> list[Part]:
+    """The table of contents as (part caption, [(page, level)]) pairs, pages as paths
+    relative to the HTML folder; the root page first (no caption), level 1 for a
+    chapter, 2 for its sections."""
     toc = yaml.safe_load(Path(toc_file).read_text())
 
-    def files(entries: list[dict]) -> Iterator[str]:
+    def files(entries: list[dict], level: int) -> Iterator[tuple[str, int]]:
         for entry in entries:
-            yield entry["file"]
-            yield from files(entry.get("sections", []))
+            yield f"{entry['file']}.html", level
+            yield from files(entry.get("sections", []), level + 1)
 
-    names = [toc["root"]] + [f for part in toc["parts"] for f in files(part["chapters"])]
-    return [f"{name}.html" for name in names]
+    return [(None, [(f"{toc['root']}.html", 1)])] + [
+        (part.get("caption"), list(files(part["chapters"], 1))) for part in toc["parts"]]
+
+
+def book_pages(toc_file: Path = ROOT / "_toc.yml") -> list[str]:
+    """The pages of the book, in reading order, as paths relative to the HTML folder."""
+    return [page for _, pages in toc_parts(toc_file) for page, _ in pages]
 
 
 def find_chromium() -> str:
@@ -172,7 +182,7 @@ def check_link(html_dir: Path, base_url: str, page_url: str, href: str,
     return f"broken link {href!r}: no anchor #{fragment} in {rel}"
 
 
-_WAIT_FOR_MATHJAX = """
+WAIT_FOR_MATHJAX = """
 async (timeoutMs) => {
   const uses = document.querySelector('script[src*="mathjax" i], script#MathJax-script');
   if (!uses) return '';
@@ -197,7 +207,7 @@ async () => {
 """
 
 # Formulas, their errors and undefined macros, from MathJax's own record of what it typeset.
-_MATH_REPORT = """
+MATH_REPORT = """
 () => {
   const out = {formulas: 0, displays: 0, errors: [], untypeset: 0};
   const short = s => s.replace(/\\s+/g, ' ').trim().slice(0, 90);
@@ -288,7 +298,7 @@ def check_page(context, html_dir: Path, base_url: str, page: str, viewport: View
     tab.on("pageerror", lambda e: console.append(f"script error: {e}"))
     try:
         tab.goto(url, wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
-        report.mathjax = tab.evaluate(_WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
+        report.mathjax = tab.evaluate(WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
         if report.mathjax == "not loaded":
             report.problems.append("MathJax did not load")
         elif report.mathjax and not report.mathjax.startswith("3."):
@@ -296,7 +306,7 @@ def check_page(context, html_dir: Path, base_url: str, page: str, viewport: View
         images = tab.evaluate(_LOAD_IMAGES)
         report.images = len(images)
         report.problems += [f"image does not load: {i['src']}" for i in images if not i["ok"]]
-        math = tab.evaluate(_MATH_REPORT)
+        math = tab.evaluate(MATH_REPORT)
         report.formulas, report.displays = math["formulas"], math["displays"]
         report.problems += math["errors"]
         if math["untypeset"]:
@@ -334,7 +344,7 @@ def check_page(context, html_dir: Path, base_url: str, page: str, viewport: View
     return report
 
 
-def _offline_routes(context, allowed_prefix: str, refused: list[str]) -> None:
+def offline_routes(context, allowed_prefix: str, refused: list[str]) -> None:
     """Refuse every request that does not start with ``allowed_prefix``; record it."""
     def route(r) -> None:
         if r.request.url.startswith(allowed_prefix) or r.request.url.startswith("data:"):
@@ -358,7 +368,7 @@ def _check_viewport(html_dir: Path, screenshot_dir: Path | None, pages: list[str
                 viewport={"width": vp.width, "height": vp.height},
                 is_mobile=vp.width < 600, has_touch=vp.width < 600)
             refused: list[str] = []
-            _offline_routes(context, base_url, refused)
+            offline_routes(context, base_url, refused)
             for page in pages:
                 start = len(refused)
                 rep = check_page(context, html_dir, base_url, page, vp, screenshot_dir,
@@ -416,11 +426,11 @@ def check_offline_file(html_dir: Path, page: str = "index.html") -> PageReport:
             context = browser.new_context(viewport={"width": DESKTOP.width,
                                                     "height": DESKTOP.height})
             refused: list[str] = []
-            _offline_routes(context, "file://", refused)
+            offline_routes(context, "file://", refused)
             tab = context.new_page()
             tab.goto(path.as_uri(), wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
-            report.mathjax = tab.evaluate(_WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
-            math = tab.evaluate(_MATH_REPORT)
+            report.mathjax = tab.evaluate(WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
+            math = tab.evaluate(MATH_REPORT)
             report.formulas = math["formulas"]
             report.problems += math["errors"]
             if math["untypeset"]:

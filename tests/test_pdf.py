@@ -7,9 +7,11 @@ is no built PDF.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import sys
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +21,12 @@ import pytest
 from attnbook.book.dashboard import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location(
+    "check_browser", ROOT / "scripts" / "check_browser.py"
+)
+cb = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("check_browser", cb)
+_spec.loader.exec_module(cb)
 PDF_DIR = Path(os.environ.get("ATTNBOOK_PDF_DIR", ROOT / "_build" / "pdf"))
 HTML_DIR = Path(os.environ.get("ATTNBOOK_HTML_DIR", PDF_DIR.parent / "html"))
 BOOK = PDF_DIR / "attnbook.pdf"
@@ -36,16 +44,8 @@ RAW_TEX = re.compile(
 
 
 def _pages() -> list[str]:
-    import yaml
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-
-    def files(entries):
-        for entry in entries:
-            yield entry["file"]
-            yield from files(entry.get("sections", []))
-
-    return [toc["root"]] + [f for part in toc["parts"] for f in files(part["chapters"])]
+    """The pages of the table of contents, as document names (``chapters/01_setup``)."""
+    return [page.removesuffix(".html") for page in cb.book_pages(ROOT / "_toc.yml")]
 
 
 def _title(docname: str) -> str:
