@@ -51,6 +51,7 @@ __all__ = [
     "GLUED",
     "VOLATILE",
     "compare_with_paper",
+    "checks",
     "note_seed",
     "record_path",
     "record_digest",
@@ -341,6 +342,41 @@ def check(
         f"{threshold:.6g}"
     )
     return float(value)
+
+
+def checks(
+    *,
+    claim: str,
+    role: str = "evidence",
+    result: str | None = None,
+    reading: str = "paper",
+    what: dict[str, str] | None = None,
+):
+    """:func:`check` with the claim, role, result and reading set once for a block of
+    checks, so that each check is one line::
+
+        c3 = checks(claim="C3", result="thm-max-margin", what={"kkt_gap": "KKT gap"})
+        c3("kkt_gap", gap, 1e-6, "<=")
+        c3("alignment", cosine, 0.99)
+
+    ``what`` maps a check's name to its description in words (the dashboard shows it);
+    a call may still pass ``what=`` or override any shared keyword. Raises
+    ``ValueError`` at once for an unknown role or reading.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
+    if reading not in READINGS:
+        raise ValueError(f"reading must be one of {sorted(READINGS)}, got {reading!r}")
+    shared = dict(claim=claim, role=role, result=result, reading=reading)
+    described = dict(what or {})
+
+    def block_check(
+        name: str, value: float, threshold: float, relation: str = ">=", **keywords
+    ) -> float:
+        keywords.setdefault("what", described.get(name))
+        return check(name, value, threshold, relation, **{**shared, **keywords})
+
+    return block_check
 
 
 def compare_with_paper(
