@@ -106,7 +106,9 @@ def error_scaling(by_dim: pd.DataFrame, by_sigma: pd.DataFrame):
             ("second_order_error", "#2a9d8f", "second-order residual"),
         ):
             slope, intercept = np.polyfit(np.log(frame[xcol]), np.log(frame[col]), 1)
-            ax.scatter(frame[xcol], frame[col], s=12, color=colour, alpha=0.6, linewidth=0)
+            ax.scatter(
+                frame[xcol], frame[col], s=12, color=colour, alpha=0.6, linewidth=0
+            )
             xs = np.array([frame[xcol].min(), frame[xcol].max()])
             ax.plot(
                 xs,
