@@ -37,6 +37,7 @@ __all__ = [
     "partial_row",
     "reduction_row",
     "outcome_table",
+    "map_counts",
 ]
 
 
@@ -213,3 +214,47 @@ def outcome_table(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     ``runs`` needs the columns ``seed``, ``value_scale`` and ``mark``."""
     marks = runs.sort_values("seed").groupby(["value_scale", *columns])["mark"]
     return marks.agg("".join).unstack(columns).fillna("")
+
+
+def map_counts(
+    regime: pd.DataFrame,
+    *,
+    in_map: pd.Series,
+    moved: pd.Series,
+    above: pd.Series,
+    below: pd.Series,
+    random_part: pd.Series,
+    vocab_size: int,
+) -> dict[str, float]:
+    """The counts the regime map's text reads, from the chapter's masks of its runs:
+    runs in all, ``above`` and ``below`` the band, with ``random_part``, in the band
+    (runs ``in_map & moved`` neither above nor below, and how many of those select),
+    from the slices outside the band, collapsed (and, from a random start, how often
+    ``p(0) . v`` has the sign that explains the lost class), undecided, decided in the
+    second stage, failing the value-gap hypothesis, at ``d < V`` (and how many of
+    those fall on the side of ``Q = 1`` that the boundary predicts)."""
+    selects = regime["outcome"] == "selects"
+    in_band = in_map & moved & ~above & ~below
+    lost = regime[(regime["outcome"] == "collapses") & in_map]
+    random_start = lost[lost["p(0)"] == "random"]
+    low_d = regime["dim"] < vocab_size
+    agree = low_d & regime["hypothesis"] & ((regime["Q"] > 1) == selects)
+    p0_sign = random_start["lost_sign"] == -np.sign(random_start["p0_dot_v"])
+    return {
+        "runs": len(regime),
+        "above": int(above.sum()),
+        "below": int(below.sum()),
+        "random_part": int(random_part.sum()),
+        "in_band": int(in_band.sum()),
+        "in_band_select": int((selects & in_band).sum()),
+        "slice_runs": int((~regime["main"] & in_map & (above | below)).sum()),
+        "collapsed": len(lost),
+        "p0_sign_agrees": float(p0_sign.mean()),
+        "random_collapsed": len(random_start),
+        "undecided": int((regime["outcome"] == "undecided").sum()),
+        "second_stage": int((regime["stage"] == 2).sum()),
+        "hypothesis_fails": int((~regime["hypothesis"]).sum()),
+        "low_d": int(low_d.sum()),
+        "low_d_agree": int(agree.sum()),
+        "low_d_hyp": int((low_d & regime["hypothesis"]).sum()),
+    }
