@@ -1,0 +1,199 @@
+"""The figures of the chapter on the implicit bias of the class token and of its
+sections: how ``p(t)`` grows and turns towards the max-margin direction, its paths in
+the plane of that direction, and the regime map of selection and collapse. Every
+function returns the figure; the chapter displays it."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from attnbook.book.plotting import PALETTE
+
+__all__ = ["growth_and_angle", "path_planes", "regime_map"]
+
+
+def _curves(paths: Sequence, solutions: Sequence) -> pd.DataFrame:
+    """``log t``, ``||p(t)|| / ||p_mm||`` and ``1 - cos(p(t), p_mm)`` of every path,
+    with its seed."""
+    frames = []
+    for seed, (path, sol) in enumerate(zip(paths, solutions)):
+        keep = path.t > 0
+        frames.append(
+            pd.DataFrame(
+                {
+                    "seed": seed,
+                    "log t": np.log(path.t[keep]),
+                    "norm ratio": path.norms[keep] / np.linalg.norm(sol.p),
+                    "1 - cos": 1 - path.cosines(sol.p)[keep],
+                }
+            )
+        )
+    return pd.concat(frames)
+
+
+def growth_and_angle(
+    paths: Sequence, solutions: Sequence, log_t_max: float, late_from: float
+):
+    """Left: ``||p(t)|| / ||p_mm||`` against ``log t`` for every path, with a line of
+    slope one through the late phase. Right: ``1 - cos(p(t), p_mm)`` on log-log axes
+    with the rates ``(log t)^-2`` and ``(log t)^-1.47`` anchored at ``late_from``, the
+    late phase shaded."""
+    curves = _curves(paths, solutions)
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8))
+    lines = dict(units="seed", estimator=None, lw=0.8, alpha=0.6)
+    sns.lineplot(
+        data=curves,
+        x="log t",
+        y="norm ratio",
+        color=PALETTE["positive"],
+        ax=axes[0],
+        **lines,
+    )
+    grid = np.linspace(0, log_t_max, 2)
+    late = curves[curves["log t"] > late_from]
+    offset = (late["norm ratio"] - late["log t"]).median()
+    axes[0].plot(grid, grid + offset, ls="--", color=PALETTE["theory"], label="slope 1")
+    axes[0].set_ylabel(r"$\|p(t)\| \,/\, \|p_{mm}\|$")
+    axes[0].legend()
+    late_curves = curves[curves["log t"] >= 1.0]
+    sns.lineplot(
+        data=late_curves,
+        x="log t",
+        y="1 - cos",
+        color=PALETTE["negative"],
+        ax=axes[1],
+        **lines,
+    )
+    near = (late_curves["log t"] - late_from).abs() < 0.26
+    anchor = late_curves.loc[near, "1 - cos"].median()
+    lt = np.linspace(late_from / 2, log_t_max, 50)
+    for k, style in ((2, "--"), (1.47, ":")):
+        axes[1].plot(
+            lt,
+            anchor * (lt / late_from) ** -k,
+            ls=style,
+            color=PALETTE["theory"],
+            label=f"slope -{k:g}",
+        )
+    axes[1].axvspan(late_from, log_t_max, color=PALETTE["neutral"], alpha=0.15)
+    axes[1].set(xscale="log", yscale="log", ylabel=r"$1 - \cos(p(t), p_{mm})$")
+    axes[1].set_xticks([1, 2, 5, 10, 20, 50], labels=["1", "2", "5", "10", "20", "50"])
+    axes[1].xaxis.set_minor_formatter(plt.NullFormatter())
+    axes[1].legend()
+    return fig
+
+
+def path_planes(paths: Sequence, solutions: Sequence):
+    """The paths in the plane (component along ``p_mm``, distance from its axis),
+    coloured by ``log t``: the whole run (left) and the normalised direction on the
+    unit circle with ``p_mm`` marked (right)."""
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 4), layout="constrained")
+    for path, sol in zip(paths, solutions):
+        unit = sol.p / np.linalg.norm(sol.p)
+        along = path.p @ unit
+        across = np.linalg.norm(path.p - np.outer(along, unit), axis=1)
+        log_t = np.log(np.maximum(path.t, path.t[1]))
+        points = axes[0].scatter(along, across, c=log_t, cmap="viridis", s=6)
+        axes[0].plot(along, across, color=PALETTE["neutral"], lw=0.5)
+        norms = path.norms
+        axes[1].scatter(along / norms, across / norms, c=log_t, cmap="viridis", s=6)
+    theta = np.linspace(0, np.pi / 2, 100)
+    axes[1].plot(np.cos(theta), np.sin(theta), color=PALETTE["neutral"], lw=0.8)
+    axes[1].scatter(
+        [1],
+        [0],
+        marker="*",
+        s=200,
+        color=PALETTE["theory"],
+        zorder=5,
+        label=r"$p_{mm}$",
+    )
+    axes[0].set(xlabel=r"$p \cdot \hat p_{mm}$", ylabel=r"$\|p_\perp\|$")
+    axes[1].set(xlabel=r"$\cos$", ylabel=r"$\sin$", aspect="equal")
+    axes[1].legend(loc="upper right")
+    fig.colorbar(points, ax=axes[1], label=r"$\log t$")
+    return fig
+
+
+_STYLE = {
+    "selects": dict(marker="o", color=PALETTE["positive"]),
+    "collapses": dict(marker="X", color=PALETTE["negative"]),
+    "undecided": dict(marker="s", color=PALETTE["neutral"]),
+}
+
+
+def regime_map(
+    regime: pd.DataFrame,
+    shown: pd.DataFrame,
+    *,
+    b_c: float,
+    ratio_constant: float,
+    band: float,
+    ratios: Sequence[float],
+    seed0: int,
+):
+    """Left: the outcome of every run of ``regime`` against its value ``B`` and ratio
+    ``r`` (slices drawn just above their ratio; open markers: the value gap is below
+    the irrelevant spread), with the boundary ``Q = 1`` and ``B_c``. Right: the runs of
+    ``shown`` against ``Q``, with the band of half-width ``band`` around ``Q = 1``.
+    ``seed0`` is the first instance's seed (its runs are drawn lowest)."""
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 4.6), layout="constrained")
+    ax = axes[0]
+    lift = np.where(regime["main"], 1.0, 1.12)  # slices drawn just above their ratio
+    for outcome, kw in _STYLE.items():
+        for hyp, fill in ((True, kw["color"]), (False, "none")):
+            part = (regime["outcome"] == outcome) & (regime["hypothesis"] == hyp)
+            ax.scatter(
+                regime.loc[part, "value"],
+                regime.loc[part, "ratio_scale"] * lift[part],
+                s=22,
+                marker=kw["marker"],
+                facecolors=fill,
+                edgecolors=kw["color"],
+                linewidths=0.8,
+                label=outcome if hyp else None,
+            )
+    r_line = np.geomspace(1.6, 11, 100)
+    ax.plot(
+        b_c * (1 - ratio_constant / r_line),
+        r_line,
+        color=PALETTE["theory"],
+        label="boundary Q = 1",
+    )
+    ax.axvline(
+        b_c, ls="--", color=PALETTE["theory"], lw=0.8, label=r"$B_c(T)$, $r\to\infty$"
+    )
+    ax.axhline(1.4, ls=":", color=PALETTE["neutral"], lw=0.8)
+    ax.set(
+        xlabel="value B of the relevant tokens",
+        ylabel="ratio r (moved / random part)",
+        yscale="log",
+        title="outcome of every run",
+    )
+    ax.set_yticks(ratios, labels=[f"{r:g}" for r in ratios])
+    ax.yaxis.set_minor_formatter(plt.NullFormatter())
+    ax = axes[1]
+    level = {"collapses": 0.0, "undecided": 0.5, "selects": 1.0}
+    height = np.array([level[o] for o in shown["outcome"]])
+    height += (shown["seed"].to_numpy() - seed0 - 1) * 0.06
+    height += np.where(shown["main"], 0.0, 0.2)  # slices above the main grid
+    for outcome, kw in _STYLE.items():
+        part = (shown["outcome"] == outcome).to_numpy()
+        ax.scatter(
+            shown.loc[part, "Q"],
+            height[part],
+            s=22,
+            marker=kw["marker"],
+            color=kw["color"],
+        )
+    ax.axvspan(1 - band, 1 + band, color=PALETTE["neutral"], alpha=0.2, lw=0)
+    ax.axvline(1.0, color=PALETTE["theory"], lw=0.8)
+    ax.set_yticks([0.05, 1.05], labels=["collapses", "selects"])
+    ax.set(xlabel=r"$Q = B/B_c(T) + c/r$", title="runs with r ≥ 2 against Q")
+    fig.legend(loc="outside lower center", ncols=5, fontsize=8)
+    return fig

@@ -1,0 +1,260 @@
+"""The tables of the chapters on selection by the class token, one row per run of the
+flow on ``p``: the theorem's statistics on one instance, the selection with two
+relevant or partially relevant tokens, the rates of exchange between two tokens, the
+outcomes of the regime map, and the max-margin solution's multipliers."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnbook.theory.flow import FlowPath
+from attnbook.theory.flow_analysis import (
+    limit_selection,
+    pair_derivatives,
+    path_summary,
+    unselected_mass,
+    value_gap,
+)
+from attnbook.theory.max_margin import (
+    MaxMarginSolution,
+    kkt_residuals,
+    max_margin_solution,
+)
+from attnbook.theory.two_token import reduced_flow, reduced_rest_point
+
+__all__ = [
+    "multipliers",
+    "separable",
+    "class_table",
+    "theorem_row",
+    "along_across",
+    "two_relevant_row",
+    "pair_derivative_rows",
+    "partial_row",
+    "reduction_row",
+    "outcome_table",
+    "map_counts",
+]
+
+
+def multipliers(solution: MaxMarginSolution) -> dict[tuple[int, int], float]:
+    """The multiplier of each constraint of a max-margin solution, keyed by (token that
+    must win, token that must lose)."""
+    pairs = zip(solution.winners.tolist(), solution.losers.tolist())
+    return dict(zip(pairs, solution.dual))
+
+
+def separable(E: torch.Tensor, sequences: object, selected: object) -> bool:
+    """Whether the max-margin problem of the selection has a solution (the solver
+    refuses an infeasible one with ``ValueError``)."""
+    try:
+        max_margin_solution(E, sequences, selected)
+    except ValueError:
+        return False
+    return True
+
+
+def class_table(alpha: np.ndarray, token_class: np.ndarray) -> pd.DataFrame:
+    """Number of tokens and range of ``alpha_s`` of the completely positive (+1),
+    completely negative (-1) and irrelevant (0) tokens."""
+    classes = (1, -1, 0)
+    return pd.DataFrame(
+        {
+            "class": ["completely positive", "completely negative", "irrelevant"],
+            "tokens": [(token_class == c).sum() for c in classes],
+            "alpha (min)": [alpha[token_class == c].min() for c in classes],
+            "alpha (max)": [alpha[token_class == c].max() for c in classes],
+        }
+    )
+
+
+def theorem_row(
+    instance,
+    E1: torch.Tensor,
+    v: torch.Tensor,
+    solution: MaxMarginSolution,
+    path: FlowPath,
+    late_from: float,
+) -> dict[str, float]:
+    """The hypotheses and the conclusions of the implicit-bias theorem on one instance:
+    the smallest value gap of the important tokens, ``||p_mm||``, its support, its
+    largest KKT residual, the path's statistics (:func:`path_summary`), the largest
+    attention left off the important tokens at the end, and the integrator's steps."""
+    p_end = torch.as_tensor(path.p[-1], device=E1.device)
+    counts, important = instance.counts, instance.important
+    return {
+        "value gap": value_gap(E1, v, counts, instance.labels, important).min(),
+        "||p_mm||": np.linalg.norm(solution.p),
+        "support": int(solution.support.sum()),
+        "KKT residual": max(kkt_residuals(solution).values()),
+        **path_summary(path, solution.p, late_from),
+        "other mass (max)": unselected_mass(E1, p_end, counts, important).max(),
+        "steps": path.steps,
+    }
+
+
+def along_across(path: FlowPath, p_mm: np.ndarray, log_t: float) -> tuple[float, float]:
+    """The component of ``p(t)`` along ``p_mm`` and its distance from the ``p_mm``
+    axis, at the checkpoint nearest ``log_t``."""
+    k = int(np.argmin(np.abs(np.log(np.maximum(path.t, 1e-300)) - log_t)))
+    unit = p_mm / np.linalg.norm(p_mm)
+    along = float(path.p[k] @ unit)
+    return along, float(np.linalg.norm(path.p[k] - along * unit))
+
+
+def two_relevant_row(
+    instance, E1: torch.Tensor, v: torch.Tensor, path: FlowPath
+) -> dict:
+    """What the limit of a flow selects on data with two relevant tokens per sequence:
+    the attention on relevant and irrelevant tokens at the end, the most tokens kept in
+    a sequence, the fraction of sequences that keep the relevant token of largest value,
+    the cosines with the max-margin directions of the flow's selection and of all
+    relevant tokens, and the smallest score deficit of a passed-over larger-value
+    token."""
+    values = (E1 @ v).cpu().numpy()
+    relevant, labels = instance.relevant, instance.labels
+    best = [r[np.argmax(y * values[r])] for r, y in zip(relevant, labels)]
+    p_end = torch.as_tensor(path.p[-1], device=E1.device)
+    chosen = limit_selection(E1, p_end, instance.counts)
+    mm_chosen = max_margin_solution(E1, instance.counts, chosen)
+    mm_all = max_margin_solution(E1, instance.counts, relevant)
+    scores = (E1 @ p_end).cpu().numpy()
+    kept_best = [c.tolist() == [b] for c, b in zip(chosen, best)]
+    passed_over = [
+        scores[c[0]] - scores[b] for c, b, k in zip(chosen, best, kept_best) if not k
+    ]
+    return {
+        "relevant mass (min)": path.selected_mass[-1].min(),
+        "irrelevant mass (max)": unselected_mass(
+            E1, p_end, instance.counts, relevant
+        ).max(),
+        "tokens selected (max)": max(len(c) for c in chosen),
+        "selected = largest value": np.mean(kept_best),
+        "cos with mm(selection)": path.cosines(mm_chosen.p)[-1],
+        "cos with mm(all relevant)": path.cosines(mm_all.p)[-1],
+        "score deficit of passed-over (min)": min(passed_over, default=np.nan),
+    }
+
+
+def pair_derivative_rows(
+    instance, E1: torch.Tensor, v: torch.Tensor, path: FlowPath, log_t: float
+) -> list[dict]:
+    """The rate of exchange between the two relevant tokens of every sequence
+    (:func:`~attnbook.theory.flow_analysis.pair_derivatives`), at ``p(0)`` and at the
+    checkpoint nearest ``log_t``; one row per sequence and point."""
+    k = int(np.argmin(np.abs(np.log(np.maximum(path.t, 1e-300)) - log_t)))
+    values = (E1 @ v).cpu().numpy()
+    sequences = instance.counts.to_sequences()
+    rows = []
+    for when, p in (("p(0)", path.p[0]), (f"log t = {log_t:g}", path.p[k])):
+        scores = (E1 @ torch.as_tensor(p, device=E1.device)).cpu().numpy()
+        for seq, y, rel in zip(sequences, instance.labels, instance.relevant):
+            toks, cnts = np.unique(seq, return_counts=True)
+            a, a2 = (int(np.flatnonzero(toks == r)[0]) for r in rel)
+            out = pair_derivatives(scores[toks], values[toks], cnts, int(y), a, a2)
+            rows.append({"when": when, **out})
+    return rows
+
+
+def partial_row(instance, E1: torch.Tensor, v: torch.Tensor, path: FlowPath) -> dict:
+    """What the limit of a flow selects on data with a partially relevant token
+    (class 2): its value against the completely positive tokens', how many positive
+    sequences hold it and select it, how many negative sequences select it, the cosine
+    with the max-margin direction of the flow's selection, and the smallest attention
+    left on an important token."""
+    values = (E1 @ v).cpu().numpy()
+    p_end = torch.as_tensor(path.p[-1], device=E1.device)
+    chosen = limit_selection(E1, p_end, instance.counts)
+    partial = instance.token_class == 2
+    sequences = instance.counts.to_sequences()
+    has_partial = np.array([partial[s].any() for s in sequences])
+    picks_partial = np.array([partial[c].any() for c in chosen])
+    positive = instance.labels == 1
+    mm = max_margin_solution(E1, instance.counts, chosen)
+    return {
+        "b partial": values[partial][0],
+        "b completely positive (max)": values[instance.token_class == 1].max(),
+        "positive seqs with it": int((has_partial & positive).sum()),
+        "of which select it": int((picks_partial & positive).sum()),
+        "negative seqs selecting it": int((picks_partial & ~positive).sum()),
+        "cos with mm(selection)": path.cosines(mm.p)[-1],
+        "important mass (min)": path.selected_mass[-1].min(),
+    }
+
+
+def reduction_row(setting, path: FlowPath, value_scale: float, length: int) -> dict:
+    """The flow on ``p`` from ``E0 = 0`` against the two-token reduction: the value
+    ``B``, ``u = B p . v`` at the start and at the end of ``path`` (a step chosen so
+    that ``(eta/2)|alpha*| = value_scale``), the end of the reduced flow from the same
+    ``u(0)`` over the same time, its rest point, and the smallest important mass at
+    the end."""
+    v = setting.v.numpy()
+    u = value_scale * (path.p @ v)
+    value = value_scale * float(v @ v)
+    return {
+        "value B": value,
+        "u(0)": u[0],
+        "log t (end)": np.log(path.t[-1]),
+        "u(end), flow on p": u[-1],
+        "u(end), reduced": reduced_flow(
+            u[0], value, length, value**2 / float(v @ v), path.t[-1]
+        ),
+        "rest point u*": reduced_rest_point(value, length),
+        "important mass (min)": path.selected_mass[-1].min(),
+    }
+
+
+def outcome_table(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """One letter per instance (S selects, C collapses, U undecided; lower case: the
+    value gap is below the irrelevant values' spread), value down, ``columns`` across;
+    ``runs`` needs the columns ``seed``, ``value_scale`` and ``mark``."""
+    marks = runs.sort_values("seed").groupby(["value_scale", *columns])["mark"]
+    return marks.agg("".join).unstack(columns).fillna("")
+
+
+def map_counts(
+    regime: pd.DataFrame,
+    *,
+    in_map: pd.Series,
+    moved: pd.Series,
+    above: pd.Series,
+    below: pd.Series,
+    random_part: pd.Series,
+    vocab_size: int,
+) -> dict[str, float]:
+    """The counts the regime map's text reads, from the chapter's masks of its runs:
+    runs in all, ``above`` and ``below`` the band, with ``random_part``, in the band
+    (runs ``in_map & moved`` neither above nor below, and how many of those select),
+    from the slices outside the band, collapsed (and, from a random start, how often
+    ``p(0) . v`` has the sign that explains the lost class), undecided, decided in the
+    second stage, failing the value-gap hypothesis, at ``d < V`` (and how many of
+    those fall on the side of ``Q = 1`` that the boundary predicts)."""
+    selects = regime["outcome"] == "selects"
+    in_band = in_map & moved & ~above & ~below
+    lost = regime[(regime["outcome"] == "collapses") & in_map]
+    random_start = lost[lost["p(0)"] == "random"]
+    low_d = regime["dim"] < vocab_size
+    agree = low_d & regime["hypothesis"] & ((regime["Q"] > 1) == selects)
+    p0_sign = random_start["lost_sign"] == -np.sign(random_start["p0_dot_v"])
+    return {
+        "runs": len(regime),
+        "above": int(above.sum()),
+        "below": int(below.sum()),
+        "random_part": int(random_part.sum()),
+        "in_band": int(in_band.sum()),
+        "in_band_select": int((selects & in_band).sum()),
+        "slice_runs": int((~regime["main"] & in_map & (above | below)).sum()),
+        "collapsed": len(lost),
+        "p0_sign_agrees": float(p0_sign.mean()),
+        "random_collapsed": len(random_start),
+        "undecided": int((regime["outcome"] == "undecided").sum()),
+        "second_stage": int((regime["stage"] == 2).sum()),
+        "hypothesis_fails": int((~regime["hypothesis"]).sum()),
+        "low_d": int(low_d.sum()),
+        "low_d_agree": int(agree.sum()),
+        "low_d_hyp": int((low_d & regime["hypothesis"]).sum()),
+    }

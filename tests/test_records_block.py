@@ -1,0 +1,77 @@
+"""One-line checks: :func:`attnbook.book.records.checks` sets the claim, role, result
+and reading once for a block of checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnbook.book import records
+
+
+@pytest.fixture
+def block(tmp_path, monkeypatch):
+    monkeypatch.setenv(records.RECORD_DIR_ENV, str(tmp_path))
+    records.start_record("ch")
+    yield records.CHECKS
+
+
+@pytest.mark.parametrize(
+    "keywords, message",
+    [({"role": "proof"}, "role must be one of"), ({"reading": "x"}, "reading must")],
+)
+def test_an_unknown_role_or_reading_is_rejected_at_once(block, keywords, message):
+    with pytest.raises(ValueError, match=message):
+        records.checks(claim="C1", **keywords)
+    assert block == []  # rejected before any check runs
+
+
+def test_every_check_of_a_block_shares_its_keywords(block):
+    c3 = records.checks(claim="C3", role="control", result="thm-x", reading="book")
+    assert c3("a", 0.5, 0.1) == 0.5
+    c3("b", 1.0, 2.0, "<=")
+    assert [c.name for c in block] == ["a", "b"]
+    for c in block:
+        assert (c.claim, c.role, c.result, c.reading) == (
+            "C3",
+            "control",
+            "thm-x",
+            "book",
+        )
+    assert [c.relation for c in block] == [">=", "<="]
+    assert records.GLUED == {"a": 0.5, "b": 1.0}
+
+
+def test_defaults_are_paper_evidence_without_result(block):
+    records.checks(claim="C1")("a", 1.0, 0.0)
+    (c,) = block
+    assert (c.role, c.reading, c.result, c.what) == ("evidence", "paper", None, None)
+
+
+def test_a_call_overrides_a_shared_keyword(block):
+    c1 = records.checks(claim="C1", result="lemma-a")
+    c1("a", 1.0, 0.0, role="identity", result="lemma-b", reading="book")
+    c1("b", 1.0, 0.0)
+    first, second = block
+    assert (first.role, first.result, first.reading) == ("identity", "lemma-b", "book")
+    assert (second.role, second.result, second.reading) == (
+        "evidence",
+        "lemma-a",
+        "paper",
+    )
+
+
+def test_what_comes_from_the_mapping_unless_the_call_gives_it(block):
+    c2 = records.checks(claim="C2", what={"a": "the a statistic", "b": "unused"})
+    c2("a", 1.0, 0.0)
+    c2("b", 1.0, 0.0, what="given here")
+    c2("c", 1.0, 0.0)
+    assert [c.what for c in block] == ["the a statistic", "given here", None]
+
+
+def test_a_failing_check_of_a_block_still_fails(block):
+    c1 = records.checks(claim="C1")
+    with pytest.raises(AssertionError, match="check 'a' failed"):
+        c1("a", 0.1, 0.5)
+    with pytest.raises(ValueError, match="relation must be one of"):
+        c1("b", 0.1, 0.5, "==")
+    assert [c.passed for c in block] == [False]
