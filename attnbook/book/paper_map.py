@@ -54,6 +54,7 @@ VERDICTS = (
     "MEASURED",
     "NOT REPRODUCED",
     "FAIL",
+    "NOT CHECKED",  # a claim without evidence
     DERIVED,
     DEFINITION,
 )
@@ -224,7 +225,8 @@ def build_map(
     if cycle:
         names = " -> ".join(graph.nodes[n].name + f" ({n})" for n in cycle)
         raise MapError(
-            f"the statements refer to each other in a cycle, {names}: "
+            f"the statements refer to each other in a cycle, {names} (each used by "
+            f"the next): "
             f"{_describe(graph.nodes[cycle[0]])} rests on itself"
         )
 

@@ -32,6 +32,7 @@ FILL: dict[str, tuple[str, str]] = {
     "MEASURED": ("#0969da", "#ffffff"),
     "NOT REPRODUCED": ("#bc4c00", "#ffffff"),
     "FAIL": ("#cf222e", "#ffffff"),
+    "NOT CHECKED": ("#6e7781", "#ffffff"),
     DERIVED: ("#eaeef2", "#1f2328"),
     DEFINITION: ("#ffffff", "#57606a"),
 }
@@ -39,12 +40,14 @@ _LEGEND = {
     DERIVED: "derived only: a result that no check verifies",
     DEFINITION: "definition, assumption or remark: nothing to verify",
 }
+_ONLY_WHEN_DRAWN = ("FAIL", "NOT CHECKED")  # in the legend when a node has it
 _SLUG = {
     "PASS": "pass",
     "PASS (part)": "part",
     "MEASURED": "measured",
     "NOT REPRODUCED": "not-reproduced",
     "FAIL": "fail",
+    "NOT CHECKED": "unchecked",
     DERIVED: "derived",
     DEFINITION: "definition",
 }
@@ -155,7 +158,7 @@ def render_svg(dot_source: str) -> str:
         graph_title.text = "The paper as a map"
         graph_title.set("id", "attnbook-map-title")
     for group in root.iter(f"{{{ns['svg']}}}g"):
-        link = group.find("svg:a", ns)
+        link = group.find(".//svg:a", ns)
         title = group.find("svg:title", ns)
         if link is not None and title is not None:
             # the hover text of the node, shown by every browser (dot's <title> is
@@ -167,9 +170,11 @@ def render_svg(dot_source: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def _legend() -> str:
+def _legend(drawn: set[str]) -> str:
     items = []
     for verdict in VERDICTS:
+        if verdict in _ONLY_WHEN_DRAWN and verdict not in drawn:
+            continue
         fill, ink = FILL[verdict]
         label = _LEGEND.get(verdict, verdict)
         items.append(
@@ -203,7 +208,8 @@ def map_html(graph: PaperMap, href: Callable[[str], str]) -> tuple[str, str]:
     out = (
         '<figure class="attnbook-map" id="paper-map">'
         f'<div class="attnbook-map-scroll">{svg}</div>'
-        f"<figcaption>{_legend()}<p>{html.escape(caption)}</p></figcaption>"
+        f"<figcaption>{_legend({n.verdict for n in graph.nodes.values()})}"
+        f"<p>{html.escape(caption)}</p></figcaption>"
         "</figure>"
     )
     summary = (
