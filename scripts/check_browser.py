@@ -538,7 +538,11 @@ def check_paper_map(html_dir: Path, viewport: Viewport, screenshot_dir: Path | N
             if screenshot_dir is not None:
                 path = Path(screenshot_dir) / viewport.name / "paper_map.png"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tab.locator("figure.attnbook-map").screenshot(path=str(path))
+                # the window as a reader sees it with the map at its top (below the
+                # sticky header: scrollIntoView keeps the page's scroll-padding-top)
+                tab.evaluate("() => document.querySelector('figure.attnbook-map')"
+                             ".scrollIntoView({block: 'start'})")
+                tab.screenshot(path=str(path))
                 report.screenshot = str(path)
             for node in _map_targets(info["nodes"]):
                 tab.goto(base_url + page, wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)

@@ -38,7 +38,7 @@ FILL: dict[str, tuple[str, str]] = {
 }
 _LEGEND = {
     DERIVED: "derived only: a result that no check verifies",
-    DEFINITION: "definition, assumption or remark: nothing to verify",
+    DEFINITION: "definition: a definition, assumption or remark, nothing to verify",
 }
 _ONLY_WHEN_DRAWN = ("FAIL", "NOT CHECKED")  # in the legend when a node has it
 _SLUG = {
@@ -170,20 +170,43 @@ def render_svg(dot_source: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def _line(dash: str) -> str:
+    """A short horizontal arrow drawn with the dash pattern ``dash``, for the legend."""
+    return (
+        '<svg class="attnbook-map-line" viewBox="0 0 30 10" aria-hidden="true">'
+        f'<line x1="1" y1="5" x2="24" y2="5" stroke-dasharray="{dash}"/>'
+        '<polygon points="23,1.5 29,5 23,8.5"/></svg>'
+    )
+
+
 def _legend(drawn: set[str]) -> str:
-    items = []
+    """The keys of the map: a box per verdict drawn (the dashboard's four always), the
+    three arrows and the two outlines."""
+    keys = []
     for verdict in VERDICTS:
         if verdict in _ONLY_WHEN_DRAWN and verdict not in drawn:
             continue
         fill, ink = FILL[verdict]
-        label = _LEGEND.get(verdict, verdict)
-        items.append(
-            f'<li><span class="attnbook-map-key" style="background:{fill};'
-            f'color:{ink}">{html.escape(verdict)}</span> '
-            + (html.escape(label.split(": ", 1)[1]) if ": " in label else "")
-            + "</li>"
+        words = _LEGEND.get(verdict, "").partition(": ")[2]
+        keys.append(
+            f'<span class="attnbook-map-key" style="background:{fill};color:{ink}">'
+            f"{html.escape(verdict)}</span>"
+            + (f" {html.escape(words)}" if words else "")
         )
-    return '<ul class="attnbook-map-legend">' + "".join(items) + "</ul>"
+    keys += [
+        f"{_line('none')} used in the statement",
+        f"{_line('4 3')} used in the proof",
+        f"{_line('1.5 2.5')} verified by the claim's checks",
+        '<span class="attnbook-map-key attnbook-map-solid">&#8195;</span> everything '
+        "it rests on is verified",
+        '<span class="attnbook-map-key attnbook-map-dashed">&#8195;</span> something '
+        "it rests on is not",
+    ]
+    return (
+        '<ul class="attnbook-map-legend">'
+        + "".join(f"<li>{k}</li>" for k in keys)
+        + "</ul>"
+    )
 
 
 def map_html(graph: PaperMap, href: Callable[[str], str]) -> tuple[str, str]:
