@@ -462,7 +462,10 @@ _MAP_INFO = """
     title: (g.querySelector('title') || {}).textContent || ''}));
   return {nodes, edges: svg.querySelectorAll('g.edge').length, width: box.width,
           font: Math.min(...sizes), scrolls: scroller.scrollWidth > scroller.clientWidth + 1,
-          pageOverflow: document.documentElement.scrollWidth - window.innerWidth};
+          pageOverflow: document.documentElement.scrollWidth - window.innerWidth,
+          captionOverflow: Math.max(...[...document.querySelectorAll(
+            'figure.attnbook-map figcaption, figure.attnbook-map figcaption *')].map(
+            e => e.getBoundingClientRect().right - scroller.getBoundingClientRect().right))};
 }
 """
 
@@ -533,6 +536,9 @@ def check_paper_map(html_dir: Path, viewport: Viewport, screenshot_dir: Path | N
             if info["pageOverflow"] > OVERFLOW_TOLERANCE_PX:
                 report.problems.append(f"the page is wider than the window by "
                                        f"{info['pageOverflow']} px with the map")
+            if info["captionOverflow"] > OVERFLOW_TOLERANCE_PX:
+                report.problems.append(f"the map's legend or caption sticks out of the column "
+                                       f"by {info['captionOverflow']:.0f} px")
             report.problems += [f"map node {n['id']} has no link or no hover title"
                                 for n in info["nodes"] if not n["href"] or not n["title"]]
             if screenshot_dir is not None:
