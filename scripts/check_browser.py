@@ -463,6 +463,8 @@ _MAP_INFO = """
   return {nodes, edges: svg.querySelectorAll('g.edge').length, width: box.width,
           font: Math.min(...sizes), scrolls: scroller.scrollWidth > scroller.clientWidth + 1,
           pageOverflow: document.documentElement.scrollWidth - window.innerWidth,
+          hint: [...document.querySelectorAll('figure.attnbook-map .attnbook-map-hint')].some(
+            e => getComputedStyle(e).display !== 'none'),
           captionOverflow: Math.max(...[...document.querySelectorAll(
             'figure.attnbook-map figcaption, figure.attnbook-map figcaption *')].map(
             e => e.getBoundingClientRect().right - scroller.getBoundingClientRect().right))};
@@ -536,6 +538,10 @@ def check_paper_map(html_dir: Path, viewport: Viewport, screenshot_dir: Path | N
             if info["pageOverflow"] > OVERFLOW_TOLERANCE_PX:
                 report.problems.append(f"the page is wider than the window by "
                                        f"{info['pageOverflow']} px with the map")
+            if info["hint"] != report.scrolls:
+                report.problems.append("the map " + ("scrolls sideways without" if
+                                       report.scrolls else "fits, but shows") +
+                                       " the hint that it scrolls")
             if info["captionOverflow"] > OVERFLOW_TOLERANCE_PX:
                 report.problems.append(f"the map's legend or caption sticks out of the column "
                                        f"by {info['captionOverflow']:.0f} px")

@@ -21,7 +21,13 @@ import subprocess
 import xml.etree.ElementTree as ET
 from typing import Callable
 
-from attnbook.book.paper_map import DEFINITION, DERIVED, VERDICTS, PaperMap
+from attnbook.book.paper_map import (
+    DEFINITION,
+    DERIVED,
+    VERDICTS,
+    VERIFIED,
+    PaperMap,
+)
 
 __all__ = ["FILL", "to_dot", "render_svg", "map_html", "DOT_MISSING"]
 
@@ -57,6 +63,8 @@ FONT_PT = 12  # the nodes' text, drawn at one CSS pixel per point
 #: The map is never drawn smaller than this share of its size (text of 10.5 px): a
 #: narrower column (a phone) scrolls it sideways instead.
 MIN_SCALE = 0.88
+# The page around the column at the widths where the map scrolls (paddings), in px.
+NARROW_EXTRA_PX = 48
 DOT_MISSING = (
     "the paper map needs Graphviz's `dot` program: install the Graphviz package "
     "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
@@ -216,20 +224,28 @@ def map_html(graph: PaperMap, href: Callable[[str], str]) -> tuple[str, str]:
     claims = [n for n in graph.nodes.values() if n.kind == "claim"]
     kinds = {k: sum(e.kind == k for e in graph.edges) for k in _EDGE}
     derived = graph.unverified()
-    verified = [n for n in results if n.verdict not in (DERIVED, DEFINITION)]
+    verified = [n for n in results if n.verdict in VERIFIED - {DEFINITION}]
+    missed = [n for n in results if n.verdict in ("NOT REPRODUCED", "FAIL")]
     caption = (
         f"The book's {len(results)} statements and the paper's {len(claims)} claims "
         f"as a map, laid out by Graphviz from this build. An arrow runs from a result "
         f"to what uses it: solid when a statement uses it ({kinds['statement']}), "
         f"dashed when a proof does ({kinds['proof']}), dotted to a claim whose checks "
         f"verify it ({kinds['check']}). A box's colour is the verdict of its own "
-        f"checks ({len(verified)} results verified, {len(derived)} derived only), a "
+        f"checks ({len(verified)} results verified, "
+        + (f"{len(missed)} not reproduced, " if missed else "")
+        + f"{len(derived)} derived only), a "
         f"claim's is its badge below; a solid outline means that everything the box "
         f"rests on is verified too, a dashed one that something is not. Every box "
         f"links to its statement."
     )
+    # a column narrower than the map's smallest size (a phone) scrolls it: say so there
+    narrow = float(re.search(r"min-width: ([\d.]+)px", svg).group(1)) + NARROW_EXTRA_PX
     out = (
         '<figure class="attnbook-map" id="paper-map">'
+        f"<style>@media (max-width: {narrow:.0f}px) {{ #paper-map "
+        ".attnbook-map-hint { display: block; } }</style>"
+        '<p class="attnbook-map-hint">Swipe the map sideways to see all of it.</p>'
         f'<div class="attnbook-map-scroll">{svg}</div>'
         f"<figcaption>{_legend({n.verdict for n in graph.nodes.values()})}"
         f"<p>{html.escape(caption)}</p></figcaption>"
