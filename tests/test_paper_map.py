@@ -355,3 +355,27 @@ def test_the_build_fails_naming_the_node(tmp_path, extra, named):
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert re.search(r"paper map: .*" + named, log), log[-3000:]
+
+
+_PDF_DIR = Path(os.environ.get("ATTNBOOK_PDF_DIR", ROOT / "_build" / "pdf"))
+_HTML_DIR = Path(os.environ.get("ATTNBOOK_HTML_DIR", _PDF_DIR.parent / "html"))
+
+
+@pytest.mark.skipif(
+    not (_PDF_DIR / "intro.pdf").is_file() or not (_HTML_DIR / "intro.html").is_file(),
+    reason=f"no built book with PDFs at {_PDF_DIR} (scripts/build-book.sh)",
+)
+def test_the_pdf_carries_the_map():
+    """The printed landing page holds the map as a figure: every node's name, as text
+    (the SVG is printed as vectors), and its caption."""
+    from pypdf import PdfReader
+
+    html = (_HTML_DIR / "intro.html").read_text()
+    svg = re.search(r"<svg .*?</svg>", html, re.S).group(0)
+    nodes, _ = _svg_graph(svg)
+    names = {g.find(f"{SVG}title").text.split(":")[0] for g in nodes.values()}
+    text = "\n".join(p.extract_text() for p in PdfReader(_PDF_DIR / "intro.pdf").pages)
+    text = text.replace("\ufb01", "fi").replace("\ufb02", "fl")  # ligatures
+    assert "as a map, laid out by Graphviz" in text.replace("\n", " ")
+    missing = sorted(n for n in names if n not in text)
+    assert not missing, f"map nodes missing from the PDF: {missing}"
