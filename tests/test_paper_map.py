@@ -23,7 +23,7 @@ from attnbook.book.paper_map import (
     build_map,
     result_verdict,
 )
-from attnbook.book.paper_map_svg import render_svg, to_dot
+from attnbook.book.paper_map_svg import plain, render_svg, to_dot
 from attnbook.book.records import RECORD_DIR_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +185,7 @@ def test_drawing_links_hover_and_colours():
     assert "attnbook-map-pass" in nodes["lem-b"].get("class")
     assert "attnbook-map-derived" in nodes["thm-c"].get("class")
     assert "attnbook-map-definition" in nodes["def-a"].get("class")
+    assert plain(r"$\E_s \cdot \bv$ by $\norm{\bp}\,\alpha_s$") == "E_s · v by ‖p‖ α_s"
     style = ET.fromstring(svg).get("style")
     assert re.search(r"width: \d+px; min-width: \d+px", style)
 

@@ -29,7 +29,7 @@ from attnbook.book.paper_map import (
     PaperMap,
 )
 
-__all__ = ["FILL", "to_dot", "render_svg", "map_html", "DOT_MISSING"]
+__all__ = ["FILL", "to_dot", "render_svg", "map_html", "hover", "plain", "DOT_MISSING"]
 
 #: Fill and text colour of each verdict (the badges' colours for the dashboard's).
 FILL: dict[str, tuple[str, str]] = {
@@ -79,9 +79,34 @@ def _attrs(**kw: str | float) -> str:
     return "[" + ", ".join(f"{k}={_quote(str(v))}" for k, v in kw.items()) + "]"
 
 
+# TeX of the claims' statements as plain text, for the hover text (which shows no math).
+_TEX = {
+    r"\E": "E",
+    r"\bp": "p",
+    r"\bv": "v",
+    r"\cdot": "·",
+    r"\alpha": "α",
+    r"\eta": "η",
+    r"\sigma": "σ",
+    r"\sqrt": "√",
+    r"\mid": "|",
+    r"\,": " ",
+}
+
+
+def plain(text: str) -> str:
+    """``text`` with its ``$...$`` TeX made plain: ``$\\E_s \\cdot \\bv$`` ->
+    ``E_s · v``."""
+    text = re.sub(r"\\norm\{([^}]*)\}", r"‖\1‖", text.replace("$", ""))
+    text = re.sub(r"\\math(?:rm|cal)\{?([^}\s]*)\}?", r"\1", text)
+    for tex, shown in _TEX.items():
+        text = re.sub(re.escape(tex) + r"(?![A-Za-z])", shown, text)
+    return text.replace("\\", "")
+
+
 def hover(node) -> str:
     """The hover text of a node: its name and title (a claim: its statement, cut)."""
-    title = re.sub(r"\s+", " ", node.title).strip()
+    title = re.sub(r"\s+", " ", plain(node.title)).strip()
     if len(title) > 160:
         title = title[:157].rsplit(" ", 1)[0] + "…"
     return f"{node.name}: {title}" if title else node.name
