@@ -190,6 +190,14 @@ def test_drawing_links_hover_and_colours():
     assert re.search(r"width: \d+px; min-width: \d+px", style)
 
 
+def test_without_graphviz_the_drawing_says_what_to_install(monkeypatch):
+    import attnbook.book.paper_map_svg as drawing
+
+    monkeypatch.setattr(drawing.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="apt-get install graphviz"):
+        drawing.render_svg("digraph { a }")
+
+
 # -------------------------------------------------------------------- a real build
 _CHAPTER = """# Chapter
 

@@ -192,7 +192,10 @@ def _render(app, doctree, docname: str, records: Callable) -> None:
             uri = app.builder.get_relative_uri(docname, st.docname)
             return f"{uri}#{st.id}"
 
-        html, summary = map_html(graph, href)
+        try:
+            html, summary = map_html(graph, href)
+        except RuntimeError as err:  # no Graphviz, or dot failed
+            raise ExtensionError(f"paper map: {err}") from err
         node.replace_self(nodes.raw("", html, format="html"))
         app._attnbook_map_summary = summary
 
