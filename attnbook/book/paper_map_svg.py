@@ -179,7 +179,7 @@ def render_svg(dot_source: str) -> str:
     for attr in ("width", "height"):
         root.attrib.pop(attr, None)
     root.set("class", "attnbook-map-svg")
-    root.set("role", "img")
+    root.set("role", "group")  # not "img": its links stay links for a screen reader
     root.set("aria-labelledby", "attnbook-map-title")
     root.set(
         "style",
