@@ -274,7 +274,9 @@ _OVERFLOWS = """
 
 _LINKS_AND_IDS = """
 () => ({
-  links: [...document.querySelectorAll('a[href]')].map(a => a.href),
+  // an SVG link's href is not a string (the paper map): resolve its attribute
+  links: [...document.querySelectorAll('a[href]')].map(a => typeof a.href === 'string' ? a.href
+    : new URL(a.getAttribute('href'), location.href).href),
   ids: [...document.querySelectorAll('[id]')].map(e => e.id),
 })
 """
@@ -441,6 +443,161 @@ def check_offline_file(html_dir: Path, page: str = "index.html") -> PageReport:
         finally:
             browser.close()
     return report
+
+
+# The paper map on the landing page (attnbook.book.paper_map_svg): the map's text must read
+# at least this large (CSS pixels) at every viewport; below, the map scrolls sideways.
+MAP_MIN_FONT_PX = 10.0
+
+_MAP_INFO = """
+() => {
+  const svg = document.querySelector('svg.attnbook-map-svg');
+  if (!svg) return null;
+  const box = svg.getBoundingClientRect(), scroller = svg.parentElement;
+  const scale = box.width / svg.viewBox.baseVal.width;
+  const sizes = [...svg.querySelectorAll('g.node text')].map(
+    t => parseFloat(t.getAttribute('font-size')) * scale);
+  const nodes = [...svg.querySelectorAll('g.node')].map(g => ({
+    id: g.id.replace(/^map-/, ''), href: g.querySelector('a').getAttribute('href'),
+    title: (g.querySelector('title') || {}).textContent || ''}));
+  return {nodes, edges: svg.querySelectorAll('g.edge').length, width: box.width,
+          font: Math.min(...sizes), scrolls: scroller.scrollWidth > scroller.clientWidth + 1,
+          pageOverflow: document.documentElement.scrollWidth - window.innerWidth,
+          hint: [...document.querySelectorAll('figure.attnbook-map .attnbook-map-hint')].some(
+            e => getComputedStyle(e).display !== 'none'),
+          captionOverflow: Math.max(...[...document.querySelectorAll(
+            'figure.attnbook-map figcaption, figure.attnbook-map figcaption *')].map(
+            e => e.getBoundingClientRect().right - scroller.getBoundingClientRect().right))};
+}
+"""
+
+_LANDED = """
+(id) => {
+  const el = document.getElementById(id);
+  if (!el) return null;
+  const r = el.getBoundingClientRect();
+  return {classes: el.className, top: r.top, bottom: r.bottom, height: window.innerHeight,
+          text: el.innerText.slice(0, 80)};
+}
+"""
+
+
+@dataclass
+class MapReport:
+    """What the paper map on the landing page showed at one viewport."""
+
+    viewport: str
+    nodes: int = 0
+    edges: int = 0
+    width_px: float = 0.0
+    font_px: float = 0.0  # the smallest text of a node, as drawn
+    scrolls: bool = False  # the map is wider than the column and scrolls sideways
+    followed: list[str] = field(default_factory=list)
+    screenshot: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def _map_targets(nodes: list[dict]) -> list[dict]:
+    """The two nodes whose links the check follows: the first result stated on another
+    page and the first claim (a block of the claims dashboard on the same page)."""
+    results = [n for n in nodes if ".html#" in n["href"]]
+    claims = [n for n in nodes if n["href"].startswith("#claim-")]
+    return results[:1] + claims[:1]
+
+
+def check_paper_map(html_dir: Path, viewport: Viewport, screenshot_dir: Path | None = None,
+                    page: str = "intro.html") -> MapReport:
+    """Open the landing page at ``viewport``: the map is an inline SVG whose every node links
+    to its statement with its name as hover text, its text reads at ``MAP_MIN_FONT_PX`` or
+    more, the page does not overflow; then click two nodes (:func:`_map_targets`) and check
+    that each lands on its statement (a sphinx-proof box, or a claim's block), in view."""
+    from playwright.sync_api import sync_playwright
+
+    report = MapReport(viewport=viewport.name)
+    with serve(Path(html_dir)) as base_url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(
+                viewport={"width": viewport.width, "height": viewport.height},
+                is_mobile=viewport.width < 600, has_touch=viewport.width < 600)
+            refused: list[str] = []
+            offline_routes(context, base_url, refused)
+            tab = context.new_page()
+            tab.goto(base_url + page, wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
+            tab.evaluate(WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
+            info = tab.evaluate(_MAP_INFO)
+            if info is None:
+                report.problems.append(f"no paper map (svg.attnbook-map-svg) on {page}")
+                return report
+            report.nodes, report.edges = len(info["nodes"]), info["edges"]
+            report.width_px, report.font_px = info["width"], info["font"]
+            report.scrolls = info["scrolls"]
+            if report.font_px < MAP_MIN_FONT_PX:
+                report.problems.append(f"the map's text is {report.font_px:.1f} px at "
+                                       f"{viewport.width} px, below {MAP_MIN_FONT_PX} px")
+            if info["pageOverflow"] > OVERFLOW_TOLERANCE_PX:
+                report.problems.append(f"the page is wider than the window by "
+                                       f"{info['pageOverflow']} px with the map")
+            if info["hint"] != report.scrolls:
+                report.problems.append("the map " + ("scrolls sideways without" if
+                                       report.scrolls else "fits, but shows") +
+                                       " the hint that it scrolls")
+            if info["captionOverflow"] > OVERFLOW_TOLERANCE_PX:
+                report.problems.append(f"the map's legend or caption sticks out of the column "
+                                       f"by {info['captionOverflow']:.0f} px")
+            report.problems += [f"map node {n['id']} has no link or no hover title"
+                                for n in info["nodes"] if not n["href"] or not n["title"]]
+            if screenshot_dir is not None:
+                path = Path(screenshot_dir) / viewport.name / "paper_map.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # the window as a reader sees it with the map at its top (below the
+                # sticky header: scrollIntoView keeps the page's scroll-padding-top)
+                tab.evaluate("() => document.querySelector('figure.attnbook-map')"
+                             ".scrollIntoView({block: 'start'})")
+                tab.screenshot(path=str(path))
+                report.screenshot = str(path)
+            for node in _map_targets(info["nodes"]):
+                tab.goto(base_url + page, wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
+                tab.locator(f'[id="map-{node["id"]}"] a').click()
+                target = node["href"].split("#", 1)[1]
+                tab.wait_for_function("(id) => location.hash === '#' + id", arg=target)
+                tab.wait_for_load_state("load")
+                landed = tab.evaluate(_LANDED, target)
+                where = tab.url.removeprefix(base_url)
+                if landed is None:
+                    report.problems.append(f"map node {node['id']} leads to {where}: no such id")
+                    continue
+                kind = "proof" if "proof" in landed["classes"].split() else (
+                    "claim" if "attnbook-claim" in landed["classes"].split() else "")
+                if not kind:
+                    report.problems.append(f"map node {node['id']} leads to {where}, which is "
+                                           f"not a statement ({landed['classes']!r})")
+                if not (landed["top"] < landed["height"] and landed["bottom"] > 0):
+                    report.problems.append(f"map node {node['id']} leads to {where}, but the "
+                                           f"statement is out of view (top {landed['top']:.0f})")
+                report.followed.append(f"{node['id']} -> {where} ({kind}: "
+                                       f"{landed['text'].splitlines()[0]!r})")
+            report.problems += [f"request outside the book: {u}" for u in dict.fromkeys(refused)]
+            context.close()
+        finally:
+            browser.close()
+    return report
+
+
+_CLAIM_BLOCK = re.compile(r'class="attnbook-claim attnbook-claim-([a-z-]+)[^"]*" id="claim-(\w+)"')
+_MAP_NODE = re.compile(r'<g id="map-([^"]+)" class="node attnbook-map-node attnbook-map-([a-z-]+)"')
+
+
+def map_colour_problems(page_html: str) -> list[str]:
+    """Where the colour of a claim in the paper map is not its badge in the claims
+    dashboard of the same page (empty: every claim agrees; a claim missing from either
+    is a problem too)."""
+    badges = {cid: slug for slug, cid in _CLAIM_BLOCK.findall(page_html)}
+    drawn = {nid.lower(): slug for nid, slug in _MAP_NODE.findall(page_html)}
+    if not badges:
+        return ["no block of the claims dashboard on the page"]
+    return [f"claim {cid}: badge {slug}, map {drawn.get(cid, 'missing')}"
+            for cid, slug in badges.items() if drawn.get(cid) != slug]
 
 
 def summarize(reports: list[PageReport]) -> dict:

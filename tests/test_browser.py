@@ -89,6 +89,25 @@ def test_math_renders_from_disk_without_network() -> None:
     assert report.formulas > 0 and not report.problems, report.problems
 
 
+@needs_build
+@pytest.mark.parametrize("viewport", cb.VIEWPORTS, ids=[v.name for v in cb.VIEWPORTS])
+def test_paper_map_reads_and_its_links_land_on_statements(viewport) -> None:
+    """The landing page's map is an inline SVG whose text reads at desktop and phone
+    width; two of its nodes, clicked, land on their statements."""
+    shots = cb.default_screenshot_dir(HTML_DIR)
+    report = cb.check_paper_map(HTML_DIR, viewport, shots)
+    print(f"\n[attnbook] paper map at {viewport.name}:", json.dumps(cb.asdict(report)))
+    assert not report.problems, "\n  ".join(report.problems)
+    assert report.nodes > 0 and report.edges > 0 and len(report.followed) == 2
+
+
+@needs_build
+def test_paper_map_colours_claims_as_the_dashboard() -> None:
+    """Every claim of the map has the colour of its badge in the claims dashboard."""
+    page = (HTML_DIR / "intro.html").read_text()
+    assert cb.map_colour_problems(page) == []
+
+
 # Checks of the checker and of the sources, without a built book.
 
 

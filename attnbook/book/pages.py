@@ -203,7 +203,10 @@ def _reading_line(line: ReadingLine, link: Linker, result: Callable) -> nodes.No
 def _claim_block(row: ClaimRow, link: Linker, result: Callable) -> nodes.container:
     claim, status = row.claim, row.status
     slug = STATUS_CLASSES.get(status, "unchecked")
-    block = nodes.container(classes=["attnbook-claim", f"attnbook-claim-{slug}"])
+    block = nodes.container(
+        classes=["attnbook-claim", f"attnbook-claim-{slug}"],
+        ids=[f"claim-{claim.id.lower()}"],  # the paper map links here
+    )
     head = _para(_badge(status), nodes.Text(" "), classes=("attnbook-claim-head",))
     head += nodes.strong(text=claim.id + " ")
     for node in math_text(claim.statement):

@@ -43,7 +43,7 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx.util.nodes import make_refnode
 
-from attnbook.book import bibstyle
+from attnbook.book import bibstyle, paper_map_ext
 from attnbook.book.dashboard import (
     attach_results,
     check_counts,
@@ -398,4 +398,5 @@ def setup(app):
     app.connect("doctree-resolved", _on_doctree_resolved)
     app.connect("config-inited", _on_config_inited)
     app.add_css_file("attnbook.css")
+    paper_map_ext.setup(app, _build_records)  # {paper-map}: the results as a graph
     return {"version": "1", "parallel_read_safe": False, "parallel_write_safe": False}
