@@ -2,7 +2,7 @@
 # Build the HTML book (executing every chapter) into _build/html, strictly, and its PDFs into
 # _build/pdf (scripts/build_pdf.py; copied into _build/html/pdf for publishing).
 # Sets up .venv on first use (scripts/env.sh, which also sets the thread defaults: one thread per
-# process). The chapters execute first, side by side (python -m attnbook.book.execution;
+# process). The chapters execute first, side by side (python -m _ext.execution;
 # ATTNBOOK_JOBS at a time, default: one per CPU this process may use), then Sphinx builds the
 # pages from their outputs.
 # Extra arguments go to `jupyter-book build`.
@@ -22,7 +22,7 @@ if command -v flock > /dev/null && ! flock -w 30 9; then
 fi
 rm -rf _build/html _build/jupyter_execute
 start=$(date +%s)
-python -m attnbook.book.execution ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"}
+python -m _ext.execution ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"}
 executed=$(date +%s)
 jupyter-book build . -W -n --keep-going "$@"
 python scripts/check_html.py

@@ -16,7 +16,7 @@ Written to ``<out>`` (default ``_build/pdf``):
   the book becomes a link inside the PDF (to that page's first page).
 
 The PDFs are copied into ``<html>/pdf/``, where each HTML page's download menu and the
-landing page link them (``attnbook.book.page_assets``), so that the published book
+landing page link them (``_ext.page_assets``), so that the published book
 carries them. A page that shows a MathJax error or raw TeX stops the build.
 
 Usage: ``python scripts/build_pdf.py [HTML_DIR] [--out DIR]``.

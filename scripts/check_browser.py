@@ -445,7 +445,7 @@ def check_offline_file(html_dir: Path, page: str = "index.html") -> PageReport:
     return report
 
 
-# The paper map on the landing page (attnbook.book.paper_map_svg): the map's text must read
+# The paper map on the landing page (_ext.paper_map_svg): the map's text must read
 # at least this large (CSS pixels) at every viewport; below, the map scrolls sideways.
 MAP_MIN_FONT_PX = 10.0
 

@@ -17,7 +17,7 @@ Run from the repository root on a machine with a CUDA GPU. In order, it
    GPU (``ATTNBOOK_DEVICE=cuda``), each writing its records (``records/cpu``,
    ``records/gpu``) and its time (``chapters.json``; logs in ``logs/``);
 5. compares the two sets of records value by value within each value's tolerance
-   (:mod:`attnbook.book.device_runs`; ``comparison.json``);
+   (:mod:`_ext.device_runs`; ``comparison.json``);
 6. writes ``gpu_measurements.json``: what the Performance page shows.
 
 Work done is kept in ``_build/gpu_check`` and skipped when the script runs again, so a
@@ -385,8 +385,8 @@ def stage_chapters(
 
 
 def stage_compare() -> dict | None:
-    from attnbook.book.device_runs import compare_devices
-    from attnbook.book.record_files import load_records
+    from _ext.device_runs import compare_devices
+    from _ext.record_files import load_records
 
     for mode in ("cpu", "gpu"):  # a chapter that failed early left no record
         (STATE / "records" / mode).mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ Prints the peak number of live kernels and the peak total resident memory (RSS s
 over the processes, so library pages shared between processes are counted once per
 process: an upper bound of what the tree needs), and with ``--out`` writes every
 sample. Exits with the command's exit status. The README's memory line comes from it:
-``python scripts/measure_memory.py -- python -m attnbook.book.execution --jobs 2``.
+``python scripts/measure_memory.py -- python -m _ext.execution --jobs 2``.
 """
 
 from __future__ import annotations

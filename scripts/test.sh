@@ -15,9 +15,9 @@ set -euo pipefail
 . "$(dirname "$0")/tools.sh"
 mkdir -p _build
 start=$(date +%s)
-echo "[attnbook] ruff: lint and format of the package, the tests and the chapters"
-ruff check attnbook tests chapters
-ruff format --check attnbook tests chapters
+echo "[attnbook] ruff: lint and format of the package, the build extension, the tests and the chapters"
+ruff check attnbook _ext tests chapters
+ruff format --check attnbook _ext tests chapters
 # The book, then the browser test of its pages, in the background.
 rm -f _build/book.rc _build/browser.rc
 (
@@ -45,7 +45,7 @@ chapters="${ATTNBOOK_CHECK_CHAPTERS:-01_setup 02_one_step 05c_multiclass 05d_sma
 read -r -a only <<< "$chapters"
 [ "$chapters" = all ] && only=()
 echo "[attnbook] executing chapters a second time: $chapters (records in $check)"
-python -m attnbook.book.execution --check-run "$check" ${only[@]+--chapters "${only[@]}"} \
+python -m _ext.execution --check-run "$check" ${only[@]+--chapters "${only[@]}"} \
   > _build/check-run.log 2>&1
 check_rc=$?
 grep -E "^\[attnbook\]" _build/check-run.log | tail -n 1

@@ -1,8 +1,24 @@
-"""Shared fixtures: small random problems in float64."""
+"""Shared fixtures: small random problems in float64; the repository root on
+``sys.path``, where the book's build machinery (the package ``_ext``) lives."""
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+
+#: The repository root: ``_ext`` is imported from here, as Jupyter Book loads it.
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+#: The ``sphinx:`` lines of a mini book's ``_config.yml`` that load ``sphinx_proof``
+#: and the book's extension ``_ext`` from this repository.
+SPHINX_CONFIG = (
+    "sphinx:\n  extra_extensions:\n    - sphinx_proof\n"
+    f"  local_extensions:\n    _ext: {ROOT}\n"
+)
 
 
 def random_problem(

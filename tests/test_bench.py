@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
+from _ext.record_files import compare_records
 from attnbook.bench import measure, timing, usual
-from attnbook.book.record_files import compare_records
 from attnbook.engine.counts import TokenCounts
 from attnbook.models.attention import (
     count_attention_output,

@@ -12,15 +12,15 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from docutils import nodes  # noqa: E402
 
-from attnbook.book import plotting  # noqa: E402
-from attnbook.book.dashboard import (  # noqa: E402
+from _ext.dashboard import (  # noqa: E402
     CLAIMS,
     ClaimRow,
     attach_results,
     check_counts,
     check_group,
 )
-from attnbook.book.pages import latex_number, math_text  # noqa: E402
+from _ext.pages import latex_number, math_text  # noqa: E402
+from attnbook.book import plotting  # noqa: E402
 from attnbook.book.tables import readable_table  # noqa: E402
 
 
@@ -207,7 +207,7 @@ def test_bibliography_labels_are_author_year():
     from pybtex.database import parse_string
     from pybtex.plugin import find_plugin
 
-    from attnbook.book import bibstyle
+    from _ext import bibstyle
 
     bibstyle.register()
     bib = parse_string(

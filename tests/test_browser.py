@@ -167,7 +167,7 @@ def test_page_assets_drops_repeated_scripts() -> None:
     one."""
     from sphinx.builders.html._assets import _JavaScript
 
-    from attnbook.book import page_assets
+    from _ext import page_assets
 
     scripts = [
         _JavaScript("_static/a.js"),

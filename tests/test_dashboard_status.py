@@ -15,7 +15,7 @@ import re
 import pytest
 from docutils import nodes
 
-from attnbook.book.dashboard import (
+from _ext.dashboard import (
     CLAIMS,
     HEADLINES,
     OTHER_READING,
@@ -26,9 +26,9 @@ from attnbook.book.dashboard import (
     claim_rows,
     status_of,
 )
-from attnbook.book.dashboard_audit import dashboard_problems
-from attnbook.book.pages import claims_dashboard
-from attnbook.book.record_files import load_records
+from _ext.dashboard_audit import dashboard_problems
+from _ext.pages import claims_dashboard
+from _ext.record_files import load_records
 
 _IDS = {c.id for c in CLAIMS}
 

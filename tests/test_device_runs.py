@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from attnbook.book.device_runs import (
+from _ext.device_runs import (
     TOLERANCES,
     Tolerance,
     compare_devices,

@@ -1,4 +1,4 @@
-"""The parallel execution of the chapters before the build (attnbook.book.execution)."""
+"""The parallel execution of the chapters before the build (_ext.execution)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from jupyter_cache import get_cache
 
-from attnbook.book.execution import (
+from _ext.execution import (
     CACHE_DIR,
     RUN_FILE,
     TIMES_FILE,

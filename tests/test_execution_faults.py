@@ -1,4 +1,4 @@
-"""Faults of the chapters' execution (attnbook.book.execution and .chapter_run):
+"""Faults of the chapters' execution (_ext.execution and .chapter_run):
 kernels end with their chapter, a kernel that dies fails its chapter at once, a run
 dies whole when its executor is killed, and two runs never write one folder at once.
 
@@ -19,15 +19,17 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnbook.book.chapter_run import describe_exit
-from attnbook.book.execution import (
+from _ext.chapter_run import describe_exit
+from _ext.execution import (
     RUN_FILE,
     default_jobs,
     execute_notebooks,
     read_run_id,
     run_lock,
 )
-from attnbook.book.record_files import load_records
+from _ext.record_files import load_records
+
+from conftest import ROOT
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="process bookkeeping through /proc"
@@ -151,7 +153,7 @@ def _executor(book: Path, records: Path, jobs: int = 2) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "attnbook.book.execution",
+            "_ext.execution",
             "--root",
             str(book),
             "--build",
@@ -161,6 +163,7 @@ def _executor(book: Path, records: Path, jobs: int = 2) -> subprocess.Popen:
             "--jobs",
             str(jobs),
         ],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -264,7 +267,7 @@ def test_a_folder_held_by_another_run_is_refused_with_its_holder(tmp_path):
 
 
 def test_default_jobs_follow_the_memory(tmp_path, monkeypatch):
-    import attnbook.book.run_guard as execution
+    import _ext.run_guard as execution
 
     times = tmp_path / "times.json"
     times.write_text(json.dumps({"ch": {"seconds": 1, "peak_bytes": 4 * 2**30}}))

@@ -14,17 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from attnbook.book.claims import CLAIMS
-from attnbook.book.dashboard import ClaimRow
-from attnbook.book.paper_map import (
+from _ext.claims import CLAIMS
+from _ext.dashboard import ClaimRow
+from _ext.paper_map import (
     DEFINITION,
     DERIVED,
     MapError,
     build_map,
     result_verdict,
 )
-from attnbook.book.paper_map_svg import plain, render_svg, to_dot
+from _ext.paper_map_svg import plain, render_svg, to_dot
 from attnbook.book.records import RECORD_DIR_ENV
+
+from conftest import SPHINX_CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location(
@@ -191,7 +193,7 @@ def test_drawing_links_hover_and_colours():
 
 
 def test_without_graphviz_the_drawing_says_what_to_install(monkeypatch):
-    import attnbook.book.paper_map_svg as drawing
+    import _ext.paper_map_svg as drawing
 
     monkeypatch.setattr(drawing.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="apt-get install graphviz"):
@@ -254,9 +256,7 @@ def _book(folder: Path, chapter: str, code: str | None = None) -> Path:
 
     folder.mkdir()
     (folder / "_config.yml").write_text(
-        "title: mini\nexecute:\n  execute_notebooks: cache\n"
-        "sphinx:\n  extra_extensions:\n    - sphinx_proof\n"
-        "    - attnbook.book.sphinxext\n"
+        "title: mini\nexecute:\n  execute_notebooks: cache\n" + SPHINX_CONFIG
     )
     (folder / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n"
@@ -299,7 +299,7 @@ def test_map_of_a_real_build(tmp_path):
     """The map on the landing page of a built mini book: its nodes and arrows are the
     references written in the chapter, every node links to its statement, and every
     claim has the colour of its badge in the dashboard."""
-    from attnbook.book.execution import execute_book
+    from _ext.execution import execute_book
 
     book = _book(tmp_path / "ok", _CHAPTER + _THEOREM, _CODE)
     report = execute_book(book, book / "_build", jobs=1, timeout=120)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from attnbook.book.dashboard import CLAIMS
+from _ext.dashboard import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location(

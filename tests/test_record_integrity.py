@@ -1,4 +1,4 @@
-"""Records that cannot lie (attnbook.book.record_files.verify_record): a record changed
+"""Records that cannot lie (_ext.record_files.verify_record): a record changed
 after its run wrote it, or one of another run, is refused with its name and what
 disagrees; outcomes are decided from value, relation and threshold, never taken from
 the stored flag."""
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from _ext.dashboard import claim_rows
+from _ext.record_files import load_records
 from attnbook.book import records as report
-from attnbook.book.dashboard import claim_rows
-from attnbook.book.record_files import load_records
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV, record_digest
 
 

@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.book import records as report
-from attnbook.book.dashboard import (
+from _ext.dashboard import (
     CLAIMS,
     attach_results,
     chapter_name_in_notebook,
@@ -30,9 +29,12 @@ from attnbook.book.dashboard import (
     required_chapters,
     result_labels,
 )
-from attnbook.book.execution import execute_book, read_run_id
-from attnbook.book.record_files import compare_records, load_records
+from _ext.execution import execute_book, read_run_id
+from _ext.record_files import compare_records, load_records
+from attnbook.book import records as report
 from attnbook.book.records import RECORD_DIR_ENV
+
+from conftest import SPHINX_CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -311,7 +313,7 @@ def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch
     pytest.importorskip("sphinx")
     from sphinx.errors import ExtensionError
 
-    from attnbook.book import sphinxext
+    from _ext import sphinxext
 
     app = _fake_app(
         tmp_path,
@@ -502,9 +504,7 @@ def _mini_book(folder: Path, chapter_code: str, mode: str = "force") -> Path:
 
     folder.mkdir()
     (folder / "_config.yml").write_text(
-        f"title: mini\nexecute:\n  execute_notebooks: {mode}\n"
-        "sphinx:\n  extra_extensions:\n    - sphinx_proof\n    - "
-        "attnbook.book.sphinxext\n"
+        f"title: mini\nexecute:\n  execute_notebooks: {mode}\n" + SPHINX_CONFIG
     )
     (folder / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n  - file: repro\n"
@@ -547,7 +547,7 @@ def _build(folder: Path) -> subprocess.CompletedProcess:
 
 
 def test_dashboard_in_a_real_build(tmp_path):
-    """The chapters executed beforehand (attnbook.book.execution, as
+    """The chapters executed beforehand (_ext.execution, as
     scripts/build-book.sh does) are taken from the cache, not run again. The extension
     renders the dashboard from that run's records: PASS rows linked to the result stated
     before them and to the anchor of the cell that asserts them, checks in words with

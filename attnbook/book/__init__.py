@@ -1,21 +1,24 @@
-"""The book's own machinery: chapter start, glued numbers and checks, records, figures,
-the claims dashboard and the Sphinx extension.
+"""What a chapter calls: chapter start, glued numbers and checks, records, figures and
+tables.
 
 - :mod:`~attnbook.book.chapter`   -- ``rng, device = start_chapter(name, seed=...,
   workload=...)``; glue a mapping;
 - :mod:`~attnbook.book.records`   -- ``glue``, ``check``, and the record of a run;
-- :mod:`~attnbook.book.device_runs` -- the records of a CPU and a GPU run compared
-  within each value's tolerance;
+- :mod:`~attnbook.book.environment` -- the software, hardware and data of a run, kept
+  in its record;
 - :mod:`~attnbook.book.plotting`  -- one figure style, legible layouts, the figure
   audit and the book's recurring figures;
 - :mod:`~attnbook.book.figure_check` -- a figure fitted to the column and audited;
+- :mod:`~attnbook.book.theory_figures`, :mod:`~attnbook.book.selection_figures` --
+  the figures of the theory chapters;
+- :mod:`~attnbook.book.controls`  -- the controls of the extension chapters, checked
+  and drawn;
 - :mod:`~attnbook.book.tables`    -- tables with readable names and integer formats;
-- :mod:`~attnbook.book.display`   -- texts shaded by per-token weights (HTML);
-- :mod:`~attnbook.book.dashboard` -- the claims, their rows and statuses from the
-  records;
-- :mod:`~attnbook.book.notebooks` -- where a chapter's checks live (result, cell);
-- :mod:`~attnbook.book.pages`     -- the dashboard and the run report as page content;
-- :mod:`~attnbook.book.sphinxext` -- the Sphinx hook that renders them at build time.
+- :mod:`~attnbook.book.display`   -- texts shaded by per-token weights (HTML).
+
+The build of the book (the chapters' execution, the records read back, the claims
+dashboard, the paper map, the Sphinx extension) is not part of the package: it lives
+beside the chapters, in the repository's ``_ext/``.
 
 Layer: the top, beside :mod:`attnbook.bench`; may import every layer below it.
 """

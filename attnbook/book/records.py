@@ -12,15 +12,14 @@ Records
     the number of cells run and the software and hardware it ran on. The file is
     rewritten after every glue, check and executed cell, so it always describes the run
     so far, with the digest of its content (:func:`record_digest`) and the run's id;
-    a reader (:func:`attnbook.book.record_files.load_records`) refuses a record whose
-    digest, run id or stored outcomes disagree with its content. Without the variable
-    nothing is written. The execution of the chapters
-    (:mod:`attnbook.book.execution`, run by ``scripts/build-book.sh`` and
-    ``scripts/test.sh``) and the book build (``attnbook.book.sphinxext``) set it; the
-    claims dashboard
-    and the page *Reproducing this book* are rendered from these records, and the
-    records of two executions are compared number by number
-    (:func:`attnbook.book.record_files.compare_records`).
+    the book's build (``_ext/`` in the repository, not part of this package) refuses
+    a record whose digest, run id or stored outcomes disagree with its content
+    (``_ext.record_files.load_records``). Without the variable nothing is written.
+    The execution of the chapters (``python -m _ext.execution``, run by
+    ``scripts/build-book.sh`` and ``scripts/test.sh``) and the book build
+    (``_ext.sphinxext``) set it; the claims dashboard and the page *Reproducing this
+    book* are rendered from these records, and the records of two executions are
+    compared number by number (``_ext.record_files.compare_records``).
 """
 
 from __future__ import annotations
@@ -222,9 +221,9 @@ def glue(name: str, value: object, *, volatile: bool = False) -> None:
 
     Outside the book build (Colab, plain Jupyter) MyST-NB is usually absent and only the
     record is kept. ``volatile=True`` marks a value that legitimately differs between
-    two executions (a measured time);
-    :func:`~attnbook.book.record_files.compare_records` then checks that it is present
-    but not its value.
+    two executions (a measured time); the comparison of two executions
+    (``_ext.record_files.compare_records``) then checks that it is present but not
+    its value.
     """
     if not isinstance(name, str) or not name:
         raise ValueError("glue name must be a non-empty string")

@@ -1,7 +1,7 @@
 """Execute one chapter in a process of its own, with a kernel that ends with it.
 
-:mod:`attnbook.book.execution` starts one such process per chapter
-(``python -m attnbook.book.chapter_run NOTEBOOK RESULT TIMEOUT PARENT_PID``). The
+:mod:`_ext.execution` starts one such process per chapter
+(``python -m _ext.chapter_run NOTEBOOK RESULT TIMEOUT PARENT_PID``). The
 process
 
 - executes the notebook in a fresh kernel (on a POSIX system over IPC sockets in a
@@ -203,7 +203,7 @@ def run_chapter(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m attnbook.book.chapter_run NOTEBOOK RESULT TIMEOUT [PARENT_PID]``."""
+    """``python -m _ext.chapter_run NOTEBOOK RESULT TIMEOUT [PARENT_PID]``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (3, 4):
         print(main.__doc__, file=sys.stderr)

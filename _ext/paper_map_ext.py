@@ -8,7 +8,7 @@ of the statements alone and stops the build, naming the node, on a reference to 
 statement that does not exist or on a cycle. When the page that holds ``{paper-map}``
 is written, the map is built again with this build's records (the claims dashboard's
 rows and the checks' ``result`` labels), laid out by Graphviz ``dot`` and put inline
-in the page as SVG (:mod:`attnbook.book.paper_map_svg`). The time spent in these hooks
+in the page as SVG (:mod:`_ext.paper_map_svg`). The time spent in these hooks
 is logged at the end of the build.
 
 :func:`setup` connects it; ``records`` is the function that gives this build's records
@@ -28,9 +28,9 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx_proof.nodes import NODE_TYPES, proof_node, unenumerable_node
 
-from attnbook.book.dashboard import claim_rows, other_checks
-from attnbook.book.paper_map import MapError, PaperMap, build_map
-from attnbook.book.paper_map_svg import map_html
+from _ext.dashboard import claim_rows, other_checks
+from _ext.paper_map import MapError, PaperMap, build_map
+from _ext.paper_map_svg import map_html
 
 __all__ = ["setup", "collect", "doctree_statements", "book_map", "claims_of"]
 
@@ -213,7 +213,7 @@ def setup(app, records: Callable[[Any], dict[str, dict]]) -> None:
     """Register ``{paper-map}`` and the hooks; ``records(app)`` gives this build's
     records."""
     app.add_node(paper_map_placeholder)
-    app.add_css_file("paper_map.css")  # in attnbook/book/static with attnbook.css
+    app.add_css_file("paper_map.css")  # in _ext/static with attnbook.css
     app.add_directive("paper-map", PaperMapDirective)
     app.connect("doctree-read", _timed(collect))
     app.connect("env-purge-doc", _purge)

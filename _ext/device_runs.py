@@ -1,7 +1,7 @@
 """The records of a chapter run on two devices, compared value by value within each
 value's tolerance.
 
-:func:`attnbook.book.record_files.compare_records` asks two runs on one machine for
+:func:`_ext.record_files.compare_records` asks two runs on one machine for
 identical numbers. Run on a GPU, the same chapter adds its sums in other orders, so its
 numbers differ from the CPU run's by rounding, and the training loops carry that
 rounding forward. :func:`compare_devices` compares every glued number (lists element
@@ -160,7 +160,7 @@ def compare_devices(
     rules: tuple[Tolerance, ...] = TOLERANCES,
 ) -> DeviceComparison:
     """Compare two sets of records (as
-    :func:`attnbook.book.record_files.load_records` reads them), e.g. a CPU run
+    :func:`_ext.record_files.load_records` reads them), e.g. a CPU run
     (``reference``) and a GPU run (``other``), value by value within
     :data:`TOLERANCES`; chapters recorded in only one set are reported as outside."""
     out = DeviceComparison()

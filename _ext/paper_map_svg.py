@@ -1,6 +1,6 @@
 """The paper map drawn: Graphviz ``dot`` lays it out, the SVG goes inline in the page.
 
-:func:`to_dot` writes the map (:class:`attnbook.book.paper_map.PaperMap`) in the DOT
+:func:`to_dot` writes the map (:class:`_ext.paper_map.PaperMap`) in the DOT
 language, read from left to right: one box per node, filled with the colour of its
 verdict (the claims dashboard's badge colours, ``static/attnbook.css``), a solid
 outline when everything it rests on is verified and a dashed one otherwise; solid
@@ -21,7 +21,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from typing import Callable
 
-from attnbook.book.paper_map import (
+from _ext.paper_map import (
     DEFINITION,
     DERIVED,
     VERDICTS,

@@ -11,13 +11,13 @@ claims dashboard. Edges run from what is used to what uses it:
   claim rests on that result.
 
 A result's *verdict* comes from its own checks (those whose ``result`` is its label) by
-the dashboard's status rule (:func:`attnbook.book.claim_status.status_of`); a result
+the dashboard's status rule (:func:`_ext.claim_status.status_of`); a result
 that no check verifies is *derived only*; a definition or an assumption without checks
 has nothing to verify (*definition*). A claim's verdict is its dashboard badge.
 :attr:`MapNode.grounded` says whether everything a node rests on, directly or through
 other results, is verified.
 
-:func:`build_map` takes plain data (what :mod:`attnbook.book.paper_map_ext` collects
+:func:`build_map` takes plain data (what :mod:`_ext.paper_map_ext` collects
 from Sphinx's environment) and raises :class:`MapError`, naming the node, on a
 reference to a statement that does not exist or on a cycle.
 """
@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
-from attnbook.book.claim_status import is_evidence, status_of
+from _ext.claim_status import is_evidence, status_of
 
 __all__ = [
     "DERIVED",
@@ -73,7 +73,7 @@ class MapError(ValueError):
 
 class ClaimLike(Protocol):
     """What the map reads of a row of the claims dashboard
-    (:class:`attnbook.book.dashboard.ClaimRow`)."""
+    (:class:`_ext.dashboard.ClaimRow`)."""
 
     claim: Any  # .id, .statement, .partial, .verifiable
     checks: list[dict[str, Any]]
@@ -137,8 +137,8 @@ def _describe(node: MapNode) -> str:
 
 def result_verdict(pairs: Iterable[tuple[dict[str, Any], Any]], kind: str) -> str:
     """The verdict of a result of kind ``kind`` from its recorded checks, each paired
-    with the claim (:class:`attnbook.book.claims.Claim`, or None) whose dashboard row
-    holds it: :func:`~attnbook.book.claim_status.status_of` over the checks,
+    with the claim (:class:`_ext.claims.Claim`, or None) whose dashboard row
+    holds it: :func:`~_ext.claim_status.status_of` over the checks,
     ``MEASURED`` when all its evidence belongs to claims that state nothing to verify,
     ``PASS (part)`` when some of it belongs to a claim the book verifies in part;
     without evidence :data:`DERIVED` (:data:`DEFINITION` for a definition kind)."""

@@ -1,7 +1,7 @@
 """Where a chapter's checks live in its notebook: the chapter a notebook names, the
 result (theorem, lemma, ...) stated before each check, and the cell that ran it.
 
-Used by the claims dashboard (:mod:`attnbook.book.dashboard`, which re-exports these
+Used by the claims dashboard (:mod:`_ext.dashboard`, which re-exports these
 functions) to link every recorded check to its result and its cell.
 """
 

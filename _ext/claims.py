@@ -3,7 +3,7 @@
 :data:`CLAIMS` lists the claims C1-C7 of the paper (C6 and C7 split into their parts)
 in the book's words (``$...$`` is math), with where each comes from, what the book
 cannot verify as stated, and the book's own readings of it; :data:`HEADLINES` names the
-check that sums each claim up. :mod:`attnbook.book.dashboard` joins them with a run's
+check that sums each claim up. :mod:`_ext.dashboard` joins them with a run's
 records.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnbook.book.claim_status import BookReading
+from _ext.claim_status import BookReading
 
 __all__ = ["Claim", "CLAIMS", "HEADLINES"]
 

@@ -8,7 +8,7 @@ claim's badge), and the detailed checks folded in a ``<details>`` element, group
 evidence, statements of the paper measured without assertion, identities, controls and
 the book's readings; each check is named in words and linked to the code
 cell that asserts it and to the result it verifies. Both pages count checks with
-:func:`attnbook.book.dashboard.check_counts`, so their numbers agree.
+:func:`_ext.dashboard.check_counts`, so their numbers agree.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from docutils import nodes
 
-from attnbook.book.dashboard import (
+from _ext.dashboard import (
     GROUPS,
     ClaimRow,
     ReadingLine,
@@ -339,7 +339,7 @@ def table(
 def run_report_checks(counts: dict[str, int]) -> str:
     """The run report's check cell: asserted checks passed and, apart, the statements
     of the paper measured without assertion that held (counts of
-    :func:`~attnbook.book.dashboard.check_counts`)."""
+    :func:`~_ext.dashboard.check_counts`)."""
     text = f"{counts['passed']} / {counts['asserted']}"
     if counts["measured"]:
         text += f"; paper statements held: {counts['held']} / {counts['measured']}"

@@ -7,7 +7,7 @@ in ``_config.yml``) then takes the outputs from there; a chapter whose code chan
 after this step misses the cache and MyST-NB executes it during the build, as before.
 
 Each chapter runs in a process of its own with a kernel of its own
-(:mod:`attnbook.book.chapter_run`); every kernel keeps the thread defaults of the
+(:mod:`_ext.chapter_run`); every kernel keeps the thread defaults of the
 environment, so the numbers do not depend on how many run side by side. A kernel ends
 with its chapter (finished, failed or timed out), so at most ``jobs`` kernels, and
 their memory, are alive at a time; a kernel that dies fails its chapter within about a
@@ -24,7 +24,7 @@ too, so every chapter runs in every execution. One execution at a time writes a 
 folder (:func:`run_lock`); the record of a chapter that did not finish is set aside
 (``<chapter>.json.failed``) and nothing of it is cached.
 
-Run it as ``python -m attnbook.book.execution [--jobs N]`` from the book's root
+Run it as ``python -m _ext.execution [--jobs N]`` from the book's root
 (``scripts/build-book.sh`` does).
 """
 
@@ -46,9 +46,8 @@ import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 
-from attnbook.book.chapter_run import describe_exit, set_aside_record
-from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
-from attnbook.book.run_guard import (
+from _ext.chapter_run import describe_exit, set_aside_record
+from _ext.run_guard import (
     RunInterrupted,
     default_jobs,
     last_run,
@@ -56,6 +55,7 @@ from attnbook.book.run_guard import (
     set_parent_death_signal,
     signals_end_the_run,
 )
+from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
 __all__ = [
     "CACHE_DIR",
@@ -75,6 +75,8 @@ __all__ = [
 
 #: In the records folder: the id of the run whose records it holds.
 RUN_FILE = "run-id.txt"
+#: The repository root, the folder above the package _ext.
+_ROOT = Path(__file__).resolve().parents[1]
 #: In the build folder: each chapter's execution time in the last run (seconds), used
 #: to start the longest chapters first.
 TIMES_FILE = "execution_times.json"
@@ -160,12 +162,13 @@ def _start_chapter(
             [
                 sys.executable,
                 "-m",
-                "attnbook.book.chapter_run",
-                str(path),
-                str(result),
+                "_ext.chapter_run",
+                str(path.resolve()),
+                str(result.resolve()),
                 str(timeout),
                 str(os.getpid()),
             ],
+            cwd=_ROOT,  # where ``-m`` finds the package _ext
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -224,7 +227,7 @@ def execute_notebooks(
     written there. Another execution writing ``records`` is waited for up to
     ``lock_wait`` seconds (:func:`run_lock`).
 
-    Each chapter runs in a process of its own (:mod:`attnbook.book.chapter_run`) whose
+    Each chapter runs in a process of its own (:mod:`_ext.chapter_run`) whose
     kernel ends with it, so at most ``jobs`` kernels are alive at any time. A chapter
     that fails (a cell raised, it timed out, its kernel died) is reported with its
     cause, its record is set aside and nothing of it is cached; the others go on.

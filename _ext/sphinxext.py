@@ -2,7 +2,7 @@
 build's records.
 
 Loaded through ``sphinx.extra_extensions`` in ``_config.yml``. The chapters of a build
-form one *run* (:mod:`attnbook.book.execution`): ``scripts/build-book.sh`` executes them
+form one *run* (:mod:`_ext.execution`): ``scripts/build-book.sh`` executes them
 side by side before Sphinx starts and leaves their outputs in the Jupyter cache
 (``execute_notebooks: cache``) and their records, with the run's id, in
 ``<build folder>/records/book``. At the start of the build this extension points
@@ -14,7 +14,7 @@ are written, it replaces
 
 - ``{claims-dashboard}`` (landing page) by one block per claim C1-C7 with its status,
   a headline statistic and the checks that verify it, folded
-  (:mod:`attnbook.book.pages`), the status computed from the records;
+  (:mod:`_ext.pages`), the status computed from the records;
 - ``{run-report}`` (page *Reproducing this book*) by seeds, run times, versions and
   hardware.
 
@@ -43,22 +43,22 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx.util.nodes import make_refnode
 
-from attnbook.book import bibstyle, paper_map_ext
-from attnbook.book.dashboard import (
+from _ext import bibstyle, paper_map_ext
+from _ext.dashboard import (
     attach_results,
     check_counts,
     required_chapters,
 )
-from attnbook.book.environment import data_table
-from attnbook.book.execution import CACHE_DIR, RUN_FILE, new_run, read_run_id
-from attnbook.book.pages import (
+from _ext.execution import CACHE_DIR, RUN_FILE, new_run, read_run_id
+from _ext.pages import (
     claims_dashboard,
     run_report_checks,
     run_report_table,
     table,
     text_para,
 )
-from attnbook.book.record_files import load_records
+from _ext.record_files import load_records
+from attnbook.book.environment import data_table
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
 logger = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ without a statement of the paper behind it (:func:`dashboard_problems`)."""
 
 from __future__ import annotations
 
-from attnbook.book.claim_status import OTHER_READING, is_evidence, reading_of
-from attnbook.book.dashboard import CLAIMS, HEADLINES, ClaimRow, claim_rows, row_id
+from _ext.claim_status import OTHER_READING, is_evidence, reading_of
+from _ext.dashboard import CLAIMS, HEADLINES, ClaimRow, claim_rows, row_id
 
 __all__ = ["dashboard_problems"]
 

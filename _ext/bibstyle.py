@@ -3,7 +3,7 @@
 Registers with pybtex (the bibliography engine of ``sphinxcontrib-bibtex``) the
 formatting style ``attnbook_authoryear``: the entries of the ``unsrt`` style, sorted by
 author, year and title, each labelled "Wu et al., 2025" instead of a number.
-``_config.yml`` selects it with ``bibtex_default_style``; :mod:`attnbook.book.sphinxext`
+``_config.yml`` selects it with ``bibtex_default_style``; :mod:`_ext.sphinxext`
 registers it when the book is built.
 """
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnbook.book.claim_status import (
+from _ext.claim_status import (
     GROUPS,
     OTHER_READING,
     STATUSES,
@@ -34,8 +34,8 @@ from attnbook.book.claim_status import (
     reading_of,
     status_of,
 )
-from attnbook.book.claims import CLAIMS, HEADLINES, Claim
-from attnbook.book.notebooks import (
+from _ext.claims import CLAIMS, HEADLINES, Claim
+from _ext.notebooks import (
     attach_results,
     chapter_name_in_notebook,
     required_chapters,
