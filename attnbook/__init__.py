@@ -13,7 +13,7 @@ only from its own layer and the layers listed before it:
 - :mod:`attnbook.experiments` -- token importance, the real-data experiment, the
   extensions;
 - :mod:`attnbook.book`        -- chapter start, glue and checks, records, figures,
-  dashboard;
+  tables;
 - :mod:`attnbook.bench`       -- ``python -m attnbook.bench``: engine against the usual
   implementation.
 """

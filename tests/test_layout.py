@@ -1,5 +1,6 @@
 """The package's architecture: layers that import only downward, no private names across
-modules, no imports hidden in functions, small modules."""
+modules, no imports hidden in functions, small modules; the book's build machinery
+(``_ext/``) outside the package, which never imports it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attnbook"
+EXTENSION = PACKAGE.parent / "_ext"  # the book's build machinery, not installed
 # lowest first: a module may import its own layer and the layers before it
 LAYERS = [
     "runtime",
@@ -106,3 +108,25 @@ def test_no_private_torch_api_outside_the_memory_module():
 def test_modules_stay_small(name):
     lines = _modules()[name].read_text().count("\n")
     assert lines <= MAX_LINES, f"{name} has {lines} lines (at most {MAX_LINES})"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_the_package_never_imports_the_build_machinery():
+    for name, path in _modules().items():
+        found = sorted(m for m in _imported_modules(path) if m.split(".")[0] == "_ext")
+        assert not found, f"{name} imports {found}: the build machinery (_ext/)"
+
+
+@pytest.mark.parametrize("path", sorted(EXTENSION.glob("*.py")), ids=lambda p: p.stem)
+def test_extension_modules_stay_small(path):
+    lines = path.read_text().count("\n")
+    assert lines <= MAX_LINES, f"_ext/{path.name}: {lines} lines (at most {MAX_LINES})"

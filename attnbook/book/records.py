@@ -11,15 +11,12 @@ Records
     (statistic, threshold, relation, claim, outcome), the seeds it used, its run time,
     the number of cells run and the software and hardware it ran on. The file is
     rewritten after every glue, check and executed cell, so it always describes the run
-    so far, with the digest of its content (:func:`record_digest`) and the run's id;
-    the book's build (``_ext/`` in the repository, not part of this package) refuses
-    a record whose digest, run id or stored outcomes disagree with its content
-    (``_ext.record_files.load_records``). Without the variable nothing is written.
-    The execution of the chapters (``python -m _ext.execution``, run by
-    ``scripts/build-book.sh`` and ``scripts/test.sh``) and the book build
-    (``_ext.sphinxext``) set it; the claims dashboard and the page *Reproducing this
-    book* are rendered from these records, and the records of two executions are
-    compared number by number (``_ext.record_files.compare_records``).
+    so far, with the digest of its content (:func:`record_digest`) and the run's id.
+    Without the variable nothing is written. The book's build (``_ext/`` in the
+    repository, not part of this package) sets it, refuses a record whose digest, run
+    id or stored outcomes disagree with its content, renders the claims dashboard and
+    the page *Reproducing this book* from the records, and compares the records of
+    two executions number by number.
 """
 
 from __future__ import annotations
