@@ -26,6 +26,12 @@ folder (:func:`run_lock`); the record of a chapter that did not finish is set as
 
 Run it as ``python -m _ext.execution [--jobs N]`` from the book's root
 (``scripts/build-book.sh`` does).
+
+jupyter-cache's own parallel executor (``local-parallel``) does not stand in for it:
+a pool of ``os.cpu_count()`` workers fed in fixed chunks (no job count, no memory bound,
+no longest-first order), a dead kernel reported as a bare "Kernel died" without its
+cause or cell, no record set aside, and workers and kernels left running when the
+executor is killed.
 """
 
 from __future__ import annotations
