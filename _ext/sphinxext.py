@@ -1,22 +1,21 @@
 """Sphinx extension of the book: the claims dashboard and the run report, from this
 build's records.
 
-Loaded through ``sphinx.extra_extensions`` in ``_config.yml``. The chapters of a build
-form one *run* (:mod:`_ext.execution`): ``scripts/build-book.sh`` executes them
-side by side before Sphinx starts and leaves their outputs in the Jupyter cache
-(``execute_notebooks: cache``) and their records, with the run's id, in
-``<build folder>/records/book``. At the start of the build this extension points
-``ATTNBOOK_RECORD_DIR`` and ``ATTNBOOK_RUN_ID`` at that run, so a chapter that MyST-NB
-executes itself (its code changed since) records into it too; without a run (a plain
-``jupyter-book build``) it starts one and empties the cache, so that every chapter runs
-in the build. It marks every document for re-reading. After all chapters ran, when pages
-are written, it replaces
+Loaded by the package :mod:`_ext` (``sphinx.local_extensions`` in ``_config.yml``).
+The chapters of a build form one *run* (:mod:`_ext.execution`):
+``scripts/build-book.sh`` executes them side by side before Sphinx starts and leaves
+their outputs in the Jupyter cache (``execute_notebooks: cache``) and their records,
+with the run's id, in ``<build folder>/records/book``. At the start of the build this
+extension points ``ATTNBOOK_RECORD_DIR`` and ``ATTNBOOK_RUN_ID`` at that run, so a
+chapter that MyST-NB executes itself (its code changed since) records into it too;
+without a run (a plain ``jupyter-book build``) it starts one and empties the cache, so
+that every chapter runs in the build. It marks every document for re-reading. After
+all chapters ran, when pages are written, it replaces
 
 - ``{claims-dashboard}`` (landing page) by one block per claim C1-C7 with its status,
-  a headline statistic and the checks that verify it, folded
-  (:mod:`_ext.pages`), the status computed from the records;
-- ``{run-report}`` (page *Reproducing this book*) by seeds, run times, versions and
-  hardware.
+  a headline statistic and the checks that verify it, folded (:mod:`_ext.pages`), the
+  status computed from the records;
+- ``{run-report}`` (*Reproducing this book*) by seeds, run times, versions, hardware.
 
 It stops the build with an error when a chapter that calls ``start_chapter`` left no
 record of this build, when a record belongs to another build, or when a chapter's cells
@@ -150,10 +149,9 @@ def _build_records(app) -> dict[str, dict]:
     if missing:
         raise ExtensionError(
             f"no record of this build for the chapter(s) {missing} in "
-            f"{_record_dir(app)}: they "
-            "were not executed by this build, or did not reach start_chapter. The "
-            "claims "
-            f"dashboard refuses to show stale or partial results."
+            f"{_record_dir(app)}: they were not executed by this build, or did not "
+            "reach start_chapter. The claims dashboard refuses to show stale or "
+            "partial results."
         )
     for name, record in records.items():
         if record.get("cell_errors"):
