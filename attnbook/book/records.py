@@ -346,11 +346,12 @@ def check(
 
 def checks(
     *,
-    claim: str,
+    claim: str | None,
     role: str = "evidence",
     result: str | None = None,
     reading: str = "paper",
     what: dict[str, str] | None = None,
+    asserted: bool = True,
 ):
     """:func:`check` with the claim, role, result and reading set once for a block of
     checks, so that each check is one line::
@@ -360,8 +361,10 @@ def checks(
         c3("alignment", cosine, 0.99)
 
     ``what`` maps a check's name to its description in words (the dashboard shows it);
-    a call may still pass ``what=`` or override any shared keyword. Raises
-    ``ValueError`` at once for an unknown role or reading.
+    a call may still pass ``what=`` or override any shared keyword. ``asserted=False``
+    (for the block or one call) records the comparison with
+    :func:`compare_with_paper` instead of asserting it; such a comparison is evidence.
+    Raises ``ValueError`` at once for an unknown role or reading.
     """
     if role not in ROLES:
         raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
@@ -372,9 +375,14 @@ def checks(
 
     def block_check(
         name: str, value: float, threshold: float, relation: str = ">=", **keywords
-    ) -> float:
+    ) -> float | bool:
         keywords.setdefault("what", described.get(name))
-        return check(name, value, threshold, relation, **{**shared, **keywords})
+        merged = {**shared, **keywords}
+        if merged.pop("asserted", asserted):
+            return check(name, value, threshold, relation, **merged)
+        if merged.pop("role") != "evidence":
+            raise ValueError(f"check {name!r}: only evidence is recorded unasserted")
+        return compare_with_paper(name, value, threshold, relation, **merged)
 
     return block_check
 
