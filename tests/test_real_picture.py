@@ -125,7 +125,9 @@ def test_synthetic_spread_table_and_quotes():
     }
     clean = np.nan_to_num(imp)
     table = rs.synthetic_spread_table(synthetic, {"IMDB": (clean, runs)}, 0)
-    assert table.loc["synthetic, as drawn", "sequences with one relevant token (%)"] == 50
+    assert (
+        table.loc["synthetic, as drawn", "sequences with one relevant token (%)"] == 50
+    )
     assert np.isnan(table.loc["IMDB", "sequences with one relevant token (%)"])
     assert table["ρ(E·v, I)"].min() > 0.5
     quoted = rs.spread_quotes(table)
