@@ -14,13 +14,11 @@ Records
     so far, with the digest of its content (:func:`record_digest`) and the run's id;
     a reader (:func:`attnbook.book.record_files.load_records`) refuses a record whose
     digest, run id or stored outcomes disagree with its content. Without the variable
-    nothing is written. The execution of the chapters
-    (:mod:`attnbook.book.execution`, run by ``scripts/build-book.sh`` and
-    ``scripts/test.sh``) and the book build (``attnbook.book.sphinxext``) set it; the
-    claims dashboard
-    and the page *Reproducing this book* are rendered from these records, and the
-    records of two executions are compared number by number
-    (:func:`attnbook.book.record_files.compare_records`).
+    nothing is written. The execution of the chapters (:mod:`attnbook.book.execution`,
+    run by ``scripts/build-book.sh`` and ``scripts/test.sh``) and the book build
+    (``attnbook.book.sphinxext``) set it; the claims dashboard and the page *Reproducing
+    this book* are rendered from these records, and the records of two executions are
+    compared number by number (:func:`attnbook.book.record_files.compare_records`).
 """
 
 from __future__ import annotations
@@ -304,9 +302,11 @@ def check(
     role: str = "evidence",
     what: str | None = None,
     reading: str = "paper",
+    asserted: bool = True,
 ) -> float:
     """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
-    check.
+    check (``asserted=False``: record it without asserting, as
+    :func:`compare_with_paper` does).
 
     ``claim`` names the claim of the paper the check verifies (``"C1"`` ... ``"C7d"``,
     or ``"setup"``, ``"limits"``); ``result`` optionally names the label of the book's
@@ -332,12 +332,12 @@ def check(
         claim,
         result,
         volatile,
-        True,
+        asserted,
         role,
         what,
         reading,
     )
-    assert passed, (
+    assert passed or not asserted, (
         f"check {name!r} failed: measured {value:.6g}, required {relation} "
         f"{threshold:.6g}"
     )
@@ -353,36 +353,30 @@ def checks(
     what: dict[str, str] | None = None,
     asserted: bool = True,
 ):
-    """:func:`check` with the claim, role, result and reading set once for a block of
-    checks, so that each check is one line::
+    """:func:`check` with the claim, role, result, reading and ``asserted`` set once for
+    a block of checks, so that each check is one line::
 
         c3 = checks(claim="C3", result="thm-max-margin", what={"kkt_gap": "KKT gap"})
         c3("kkt_gap", gap, 1e-6, "<=")
         c3("alignment", cosine, 0.99)
 
     ``what`` maps a check's name to its description in words (the dashboard shows it);
-    a call may still pass ``what=`` or override any shared keyword. ``asserted=False``
-    (for the block or one call) records the comparison with
-    :func:`compare_with_paper` instead of asserting it; such a comparison is evidence.
-    Raises ``ValueError`` at once for an unknown role or reading.
+    a call may still pass ``what=`` or override any shared keyword. Raises
+    ``ValueError`` at once for an unknown role or reading.
     """
     if role not in ROLES:
         raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
     if reading not in READINGS:
         raise ValueError(f"reading must be one of {sorted(READINGS)}, got {reading!r}")
     shared = dict(claim=claim, role=role, result=result, reading=reading)
+    shared["asserted"] = asserted
     described = dict(what or {})
 
     def block_check(
         name: str, value: float, threshold: float, relation: str = ">=", **keywords
-    ) -> float | bool:
+    ) -> float:
         keywords.setdefault("what", described.get(name))
-        merged = {**shared, **keywords}
-        if merged.pop("asserted", asserted):
-            return check(name, value, threshold, relation, **merged)
-        if merged.pop("role") != "evidence":
-            raise ValueError(f"check {name!r}: only evidence is recorded unasserted")
-        return compare_with_paper(name, value, threshold, relation, **merged)
+        return check(name, value, threshold, relation, **{**shared, **keywords})
 
     return block_check
 
@@ -409,19 +403,8 @@ def compare_with_paper(
     """
     if not claim:
         raise ValueError("compare_with_paper needs the claim of the paper it measures")
-    return _record_check(
-        name,
-        value,
-        threshold,
-        relation,
-        claim,
-        result,
-        False,
-        False,
-        "evidence",
-        what,
-        reading,
-    )
+    recorded = (claim, result, False, False, "evidence", what, reading)
+    return _record_check(name, value, threshold, relation, *recorded)
 
 
 # ---------------------------------------------------------------------- writing records
