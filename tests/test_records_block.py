@@ -90,3 +90,10 @@ def test_an_unasserted_block_records_without_failing(block):
     ]
     assert {c.result for c in block} == {"conj-x"}
     assert records.GLUED["a"] == 0.9
+
+
+def test_only_evidence_is_recorded_unasserted(block):
+    control = records.checks(claim="C1", role="control", asserted=False)
+    with pytest.raises(ValueError, match="only evidence"):
+        control("a", 1.0, 0.0)
+    assert block == []

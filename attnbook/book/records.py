@@ -322,8 +322,11 @@ def check(
     reading or a side remark, shown on its own line under the claim).
 
     Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
-    and ``ValueError`` for an unknown relation or a non-finite value.
+    and ``ValueError`` for an unknown relation, a non-finite value, or a control or
+    identity recorded without assertion (only evidence may be).
     """
+    if not asserted and role != "evidence":
+        raise ValueError(f"check {name!r}: only evidence is recorded unasserted")
     passed = _record_check(
         name,
         value,
