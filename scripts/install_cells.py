@@ -35,13 +35,11 @@ TEMPLATE = Template(
 # Installs attnbook where it is missing (Colab); scripts/install_cells.py writes it
 import importlib.util, os, subprocess, sys  # noqa: E401, I001
 
-repository, branch = "$url", "$branch"
-source = os.environ.get("ATTNBOOK_SOURCE", f"git+{repository}@{branch}")
+source = os.getenv("ATTNBOOK_SOURCE", "git+$url@$branch")
 pip = [sys.executable, "-m", "pip", "install", "--quiet", source]
 if importlib.util.find_spec("attnbook") is None and subprocess.run(pip).returncode:
-    print(f"pip could not install attnbook from {source} (its message is above).")
     print("What to do: %pip install git+https://github.com/OWNER/REPOSITORY@BRANCH")
-    raise RuntimeError("attnbook could not be installed: see the instructions above")
+    raise RuntimeError(f"pip could not install attnbook from {source}: see above")
 """
 )
 
