@@ -14,11 +14,13 @@ Records
     so far, with the digest of its content (:func:`record_digest`) and the run's id;
     a reader (:func:`attnbook.book.record_files.load_records`) refuses a record whose
     digest, run id or stored outcomes disagree with its content. Without the variable
-    nothing is written. The execution of the chapters (:mod:`attnbook.book.execution`,
-    run by ``scripts/build-book.sh`` and ``scripts/test.sh``) and the book build
-    (``attnbook.book.sphinxext``) set it; the claims dashboard and the page *Reproducing
-    this book* are rendered from these records, and the records of two executions are
-    compared number by number (:func:`attnbook.book.record_files.compare_records`).
+    nothing is written. The execution of the chapters
+    (:mod:`attnbook.book.execution`, run by ``scripts/build-book.sh`` and
+    ``scripts/test.sh``) and the book build (``attnbook.book.sphinxext``) set it; the
+    claims dashboard
+    and the page *Reproducing this book* are rendered from these records, and the
+    records of two executions are compared number by number
+    (:func:`attnbook.book.record_files.compare_records`).
 """
 
 from __future__ import annotations
