@@ -32,42 +32,14 @@ GITHUB = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 TEMPLATE = Template(
     """\
-# Colab and other fresh environments: install attnbook when it is not importable.
-# Written by scripts/install_cells.py from repository.url in _config.yml: edit there.
-import importlib.util
-import os
-import subprocess
-import sys
+# Installs attnbook where it is missing (Colab); scripts/install_cells.py writes it
+import importlib.util, os, subprocess, sys  # noqa: E401, I001
 
-if importlib.util.find_spec("attnbook") is None:
-    repository, branch = "$url", "$branch"
-    source = os.environ.get("ATTNBOOK_SOURCE", f"git+{repository}@{branch}")
-    print(f"Installing attnbook from {source} (about a minute) ...")
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", source],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-    except subprocess.CalledProcessError as err:
-        print(err.stderr[-1500:])
-        print(
-            f"pip could not install attnbook from {source} (exit {err.returncode}; "
-            "its last lines are above). This notebook needs the attnbook package.\\n"
-            "What to do:\\n"
-            f"- The book's repository is set as {repository} (branch {branch}). "
-            "If it lives elsewhere, install it from there in a new cell:\\n"
-            "      %pip install git+https://github.com/OWNER/REPOSITORY@BRANCH\\n"
-            "  then run all cells again (Runtime > Run all in Colab).\\n"
-            "- If pip could not connect, check the runtime's internet access and run "
-            "this cell again.\\n"
-            "- Or run the book on your machine: clone the repository, run "
-            "`bash scripts/env.sh`, then `jupyter lab` (see its README)."
-        )
-        raise RuntimeError(
-            "attnbook could not be installed: see the instructions above"
-        ) from None
+source = os.getenv("ATTNBOOK_SOURCE", "git+$url@$branch")
+pip = [sys.executable, "-m", "pip", "install", "--quiet", source]
+if importlib.util.find_spec("attnbook") is None and subprocess.run(pip).returncode:
+    print("What to do: %pip install git+https://github.com/OWNER/REPOSITORY@BRANCH")
+    raise RuntimeError(f"pip could not install attnbook from {source}: see above")
 """
 )
 
@@ -116,7 +88,7 @@ def _first_code_cell(notebook: dict, path: Path) -> dict | None:
     if not cells:
         return None
     first = cells[0]
-    if "import importlib.util" not in "".join(first.get("source", [])):
+    if 'find_spec("attnbook")' not in "".join(first.get("source", [])):
         raise ValueError(f"{path}: the first code cell is not the install cell")
     return first
 

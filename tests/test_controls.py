@@ -229,3 +229,88 @@ def test_book_checks_of_a_trend():
     assert not records.CHECKS[-1].passed and not records.CHECKS[-1].asserted
     with pytest.raises(AssertionError):
         check_trend("t3", weak, "heldout", claim="C7a", what="test")
+
+
+def _trend(seed: int = 3, n: int = 400):
+    rng = np.random.default_rng(seed)
+    held = rng.uniform(-1, 1, n)
+    return controlled_trend(
+        [held + 0.2 * rng.normal(size=n) for _ in range(3)],
+        [rng.normal(size=n) for _ in range(5)],
+        [rng.normal(size=n)],
+        heldout=held,
+        train=held,
+        log_df=rng.normal(size=n),
+        shape="monotone",
+    )
+
+
+def test_a_block_of_trend_checks_shares_claim_result_and_words():
+    from attnbook.book import records
+    from attnbook.book.controls import INITIAL_WHAT, check_initial, trend_checks
+
+    records.start_record("controls_block")
+    trends = {"a": _trend()}
+    c7 = trend_checks(trends, claim="C7a", result="conj-x", what={"t": "words"})
+    low = c7("t", "a", "heldout")
+    c7("u", "a", "heldout_partial", reading="book")
+    assert low == trends["a"].values("labels", "heldout").min()
+    t, u = records.CHECKS[-2:]
+    assert (t.claim, t.result, t.what, t.reading) == ("C7a", "conj-x", "words", "paper")
+    assert (u.result, u.what, u.reading) == ("conj-x", None, "book")
+    check_initial("i", trends, claim="C7a", result="conj-x")
+    assert records.CHECKS[-1].what == INITIAL_WHAT
+    assert records.CHECKS[-1].result == "conj-x"
+
+
+def test_heldout_measures_leave_out_rare_tokens():
+    from types import SimpleNamespace
+
+    from attnbook.experiments.controls import heldout_measures
+    from attnbook.experiments.importance import token_importance
+
+    train, y = _tiny_corpus(0)
+    test, y_test = _tiny_corpus(1, n=30)
+    df = documents_per_token(train)
+    corpus = SimpleNamespace(
+        train=train,
+        train_labels=y,
+        test=test,
+        test_labels=y_test,
+        vocabulary=SimpleNamespace(document_frequency=np.maximum(df, 1)),
+    )
+    measure, left_out = heldout_measures(corpus, 10)
+    assert set(measure) == {"heldout", "train", "log_df"}
+    np.testing.assert_array_equal(measure["train"], token_importance(train, y))
+    rare = documents_per_token(test) < 10
+    assert np.isnan(measure["heldout"][rare]).all()
+    assert left_out == int((rare & np.isfinite(token_importance(test, y_test))).sum())
+
+
+def test_controls_figure_and_binned_panels_draw_every_series():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnbook.book.controls import binned_panels, controls_figure, seed_series
+    from attnbook.experiments.seeded_runs import Run
+
+    fig = controls_figure({"a": _trend(), "b": _trend(4)}, row_height=2.0)
+    assert fig.axes[0].get_yticklabels()[0].get_text() == "b"
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, 500)
+    runs = [
+        Run(kind, seed, np.ones(3), {"s": x + rng.normal(size=500)}, {}, {})
+        for kind, seed in (("labels", 1), ("labels", 2), ("shuffled", 9))
+    ]
+    series = seed_series(x, runs, "s", ["r", "g"], shuffled="k")
+    assert list(series) == ["seed 1", "seed 2", "shuffled labels"]
+    assert series["shuffled labels"][1] is runs[2].scores["s"]
+    fig = binned_panels([("t", "y", series), ("u", "y", series)], scaled=True)
+    first, second = fig.axes
+    assert len(first.get_lines()) >= 3 and first.get_legend() is not None
+    assert first.get_title() == "t" and second.get_legend() is not None
+    only = binned_panels([("t", "y", series)], legends=())
+    assert only.axes[0].get_legend() is None
+    plt.close("all")

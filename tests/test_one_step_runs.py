@@ -74,3 +74,21 @@ def test_two_steps_repeat_the_first_while_the_outputs_are_small(small):
     row = two_steps_row(counts, labels, alpha, 256, 1e-3, 1.0)
     assert row["eta"] == 1.0 and row["max |f| after step 1"] < 0.1
     assert row["slope of E^2.v on eta alpha ||v||^2"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_dimension_table_one_row_per_dimension(small):
+    import torch
+
+    from attnbook.experiments.one_step_runs import dimension_table
+
+    counts, labels, alpha = small
+    y = torch.as_tensor(labels, dtype=torch.float64)
+    table = dimension_table(counts, y, alpha, (8, 64), init_scale=1e-3, eta=1.0)
+    assert list(table.index) == [8, 64]
+    assert table.loc[64, "d / V"] == 64 / counts.vocab_size
+    r = run_one_step(
+        counts, y, 8, init_scale=1e-3, eta=1.0, seed=8, dtype=torch.float32, alpha=alpha
+    )
+    expected = predicted_pearson(r.pred_value, 1e-3, r.vv, 8)
+    assert table.loc[8, "r predicted (noise only)"] == expected
+    assert (table["r measured"] <= 1).all()

@@ -75,3 +75,25 @@ def test_a_failing_check_of_a_block_still_fails(block):
     with pytest.raises(ValueError, match="relation must be one of"):
         c1("b", 0.1, 0.5, "==")
     assert [c.passed for c in block] == [False]
+
+
+def test_an_unasserted_block_records_without_failing(block):
+    paper = records.checks(claim="C6b", result="conj-x", asserted=False)
+    assert paper("a", 0.9, 0.5, "<=") == 0.9
+    paper("b", 0.1, 0.5, "<=")
+    with pytest.raises(AssertionError, match="check 'c' failed"):
+        paper("c", 0.9, 0.5, "<=", asserted=True)
+    assert [(c.name, c.passed, c.asserted) for c in block] == [
+        ("a", False, False),
+        ("b", True, False),
+        ("c", False, True),
+    ]
+    assert {c.result for c in block} == {"conj-x"}
+    assert records.GLUED["a"] == 0.9
+
+
+def test_only_evidence_is_recorded_unasserted(block):
+    control = records.checks(claim="C1", role="control", asserted=False)
+    with pytest.raises(ValueError, match="only evidence"):
+        control("a", 1.0, 0.0)
+    assert block == []

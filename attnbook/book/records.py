@@ -300,9 +300,11 @@ def check(
     role: str = "evidence",
     what: str | None = None,
     reading: str = "paper",
+    asserted: bool = True,
 ) -> float:
     """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
-    check.
+    check (``asserted=False``: record it without asserting, as
+    :func:`compare_with_paper` does).
 
     ``claim`` names the claim of the paper the check verifies (``"C1"`` ... ``"C7d"``,
     or ``"setup"``, ``"limits"``); ``result`` optionally names the label of the book's
@@ -318,8 +320,11 @@ def check(
     reading or a side remark, shown on its own line under the claim).
 
     Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
-    and ``ValueError`` for an unknown relation or a non-finite value.
+    and ``ValueError`` for an unknown relation, a non-finite value, or a control or
+    identity recorded without assertion (only evidence may be).
     """
+    if not asserted and role != "evidence":
+        raise ValueError(f"check {name!r}: only evidence is recorded unasserted")
     passed = _record_check(
         name,
         value,
@@ -328,12 +333,12 @@ def check(
         claim,
         result,
         volatile,
-        True,
+        asserted,
         role,
         what,
         reading,
     )
-    assert passed, (
+    assert passed or not asserted, (
         f"check {name!r} failed: measured {value:.6g}, required {relation} "
         f"{threshold:.6g}"
     )
@@ -342,14 +347,15 @@ def check(
 
 def checks(
     *,
-    claim: str,
+    claim: str | None,
     role: str = "evidence",
     result: str | None = None,
     reading: str = "paper",
     what: dict[str, str] | None = None,
+    asserted: bool = True,
 ):
-    """:func:`check` with the claim, role, result and reading set once for a block of
-    checks, so that each check is one line::
+    """:func:`check` with the claim, role, result, reading and ``asserted`` set once for
+    a block of checks, so that each check is one line::
 
         c3 = checks(claim="C3", result="thm-max-margin", what={"kkt_gap": "KKT gap"})
         c3("kkt_gap", gap, 1e-6, "<=")
@@ -364,6 +370,7 @@ def checks(
     if reading not in READINGS:
         raise ValueError(f"reading must be one of {sorted(READINGS)}, got {reading!r}")
     shared = dict(claim=claim, role=role, result=result, reading=reading)
+    shared["asserted"] = asserted
     described = dict(what or {})
 
     def block_check(
@@ -397,19 +404,8 @@ def compare_with_paper(
     """
     if not claim:
         raise ValueError("compare_with_paper needs the claim of the paper it measures")
-    return _record_check(
-        name,
-        value,
-        threshold,
-        relation,
-        claim,
-        result,
-        False,
-        False,
-        "evidence",
-        what,
-        reading,
-    )
+    recorded = (claim, result, False, False, "evidence", what, reading)
+    return _record_check(name, value, threshold, relation, *recorded)
 
 
 # ---------------------------------------------------------------------- writing records

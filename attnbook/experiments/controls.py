@@ -10,6 +10,8 @@ module measures the statistic where the claim predicts it and where it predicts 
 - :func:`documents_per_token`, :func:`leave_out_rare` -- the importance measured on a
   *held-out* split (the test reviews), with the tokens in fewer than ``min_documents``
   of its documents left out (their importance is mostly noise), and how many;
+  :func:`heldout_measures` gives it with the training split's importance and the log
+  document frequency;
 - :func:`trend_statistic` -- the statistic of a shape (:data:`SHAPES`): the monotone
   trend ``rho(score, I)``, the U ``rho(score, |I|)``, or both arms of a U rising away
   from zero; raw, or as a partial correlation given the log document frequency;
@@ -39,6 +41,7 @@ from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 from attnbook.experiments.importance import (
     partial_spearman,
     spearman,
+    token_importance,
 )
 from attnbook.experiments.seeded_runs import Run, scores_of
 
@@ -99,6 +102,21 @@ def leave_out_rare(
     n_left_out = int((rare & finite).sum())
     imp[rare] = np.nan
     return imp, n_left_out
+
+
+def heldout_measures(corpus, min_documents: int) -> tuple[dict[str, np.ndarray], int]:
+    """The importances a trend is measured against on a review corpus: ``heldout``
+    (:func:`leave_out_rare` of the test split's importance), ``train`` (the training
+    split's) and ``log_df`` (the log document frequency of the vocabulary); and the
+    number of tokens left out of ``heldout``."""
+    heldout, n_left_out = leave_out_rare(
+        token_importance(corpus.test, corpus.test_labels), corpus.test, min_documents
+    )
+    return {
+        "heldout": heldout,
+        "train": token_importance(corpus.train, corpus.train_labels),
+        "log_df": np.log(corpus.vocabulary.document_frequency),
+    }, n_left_out
 
 
 def _arrays(score: object, importance: object, log_df: object | None):

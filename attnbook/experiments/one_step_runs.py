@@ -20,6 +20,7 @@ from attnbook.theory.one_step_check import (
     loglog_slope_se,
     pearson,
     predicted_pearson,
+    run_one_step,
     seeded_one_step_init,
 )
 
@@ -29,6 +30,7 @@ __all__ = [
     "cls_step_row",
     "kclass_correlations",
     "two_steps_row",
+    "dimension_table",
 ]
 
 
@@ -118,3 +120,42 @@ def two_steps_row(
             np.polyfit(twice, (E2 @ v0).numpy(), 1)[0]
         ),
     }
+
+
+def dimension_table(
+    counts: TokenCounts,
+    labels: torch.Tensor,
+    alpha: torch.Tensor,
+    dims: tuple[int, ...],
+    *,
+    init_scale: float,
+    eta: float,
+    device: torch.device | str | None = None,
+) -> pd.DataFrame:
+    """One float32 step at every dimension of ``dims`` (seeded with the dimension): the
+    measured Pearson r of ``E^1 . v`` with ``(eta/2) alpha ||v||^2`` beside the
+    noise-only prediction; one row per ``d``."""
+    rows = []
+    for d in dims:
+        r = run_one_step(
+            counts,
+            labels,
+            d,
+            init_scale=init_scale,
+            eta=eta,
+            seed=d,
+            dtype=torch.float32,
+            device=device,
+            alpha=alpha,
+        )
+        rows.append(
+            {
+                "d": d,
+                "d / V": d / counts.vocab_size,
+                "r measured": pearson(r.value1, r.pred_value),
+                "r predicted (noise only)": predicted_pearson(
+                    r.pred_value, init_scale, r.vv, d
+                ),
+            }
+        )
+    return pd.DataFrame(rows).set_index("d")

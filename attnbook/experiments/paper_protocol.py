@@ -33,6 +33,8 @@ __all__ = [
     "matching_steps",
     "accuracy_gap",
     "crossing_steps",
+    "accuracy_descriptions",
+    "spread_descriptions",
 ]
 
 #: The paper's accuracy and loss by model (key of :data:`ABLATIONS`).
@@ -162,3 +164,47 @@ def crossing_steps(spreads: pd.DataFrame, score: str) -> dict[str, float]:
         hit = part[part["ratio"] <= PAPER_SPREAD_RATIO[score]]
         out[reading] = float(hit["step"].iloc[0]) if len(hit) else np.nan
     return out
+
+
+def accuracy_descriptions(
+    key: str, label: str, data: str, n_seeds: int
+) -> dict[str, str]:
+    """The words of the checks of claim C6a on one corpus (``data``) and dynamics
+    ``label``, by check name (``key`` is ``<corpus>_<tag>``)."""
+    at, E = f"{label}, {data}", "$\\E$"
+    pair = (
+        "evaluation steps (all seeds) at which both models are at the paper's numbers"
+    )
+    return {
+        f"{key}_test_acc_gap_min_seed": f"best test accuracy, trained minus random "
+        f"fixed {E}, smallest over {n_seeds} seeds (threshold: three standard errors), "
+        f"{at}",
+        f"{key}_train_loss_ratio": "lowest training loss along the budget, random "
+        f"fixed over trained {E}, smallest over seeds, {at}",
+        f"{key}_test_acc_trained": f"best test accuracy of trained {E} over the seeds "
+        f"(paper ≈ 95%), {at}",
+        f"{key}_test_loss_trained": f"lowest test loss of trained {E} over the seeds "
+        f"(paper ≈ 0.1), {at}",
+        f"{key}_test_acc_gap": f"test accuracy, trained minus random fixed {E} at the "
+        f"end of the budget, largest over the seeds (paper ≈ 23 points), {at}",
+        f"{key}_test_pair_steps": f"{pair} on the test split, {at}",
+        f"{key}_train_pair_steps": f"{pair} on the training split, {at}",
+    }
+
+
+def spread_descriptions(key: str, label: str, data: str) -> dict[str, str]:
+    """The words of the checks of claim C6b on one corpus (``data``) and dynamics
+    ``label``, by check name (``key`` is ``<corpus>_<tag>``)."""
+    what = {}
+    for slug, math in (("value", r"$\E_s \cdot \bv$"), ("cls", r"$\E_s \cdot \bp$")):
+        k, at = f"{key}_{slug}", f"{label}, {data}"
+        what[f"{k}_spread_ratio_units"] = (
+            f"{math} spread ratio, mean over tokens, end of the budget, {at}"
+        )
+        what[f"{k}_spread_ratio_scale_free"] = (
+            f"{math} spread ratio, scale-free, end of the budget, {at}"
+        )
+        what[f"{k}_scale_free_min"] = (
+            f"smallest scale-free {math} spread ratio from step 10 on, {at}"
+        )
+    return what

@@ -24,6 +24,7 @@ __all__ = [
     "scores_of",
     "metric_of",
     "metric_table",
+    "metric_ranges",
 ]
 
 #: ``train(seed, labels) -> (trained scores, initial scores, metrics)``: train the
@@ -114,4 +115,19 @@ def metric_table(runs: Sequence[Run]) -> pd.DataFrame:
         }
     out = pd.DataFrame(rows).T
     out.index.name = "labels"
+    return out
+
+
+def metric_ranges(
+    runs: Sequence[Run], metrics: Mapping[str, str], prefixes: Mapping[str, str]
+) -> dict[str, float]:
+    """The smallest and largest of every metric over the runs of every kind, keyed
+    ``<prefix>_<short>_min`` and ``_max`` for ``prefixes[kind]`` and the short name
+    ``metrics[metric]``."""
+    out = {}
+    for kind, prefix in prefixes.items():
+        for metric, short in metrics.items():
+            values = metric_of(runs, kind, metric)
+            out[f"{prefix}_{short}_min"] = float(values.min())
+            out[f"{prefix}_{short}_max"] = float(values.max())
     return out

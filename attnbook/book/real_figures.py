@@ -1,0 +1,218 @@
+"""The figures of the real-data chapter: the picture in two binnings, the tokens per
+bin, the seeds beside the shuffled-label null, the runs of the ablation and the
+synthetic picture. Each function returns the figure; the chapter shows it."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from attnbook.book.plotting import PALETTE, plot_binned
+from attnbook.experiments.importance import bin_statistics
+from attnbook.experiments.picture import MAIN_STATISTICS, RUN_NAMES, PictureRuns
+from attnbook.experiments.real_picture import BINNINGS, DATASETS, NAMES, bin_range
+from attnbook.experiments.robustness import PICTURE_STATISTICS
+
+__all__ = [
+    "picture_figure",
+    "bin_counts_figure",
+    "null_figure",
+    "ablation_figure",
+    "synthetic_figure",
+]
+
+_IMPORTANCE = r"$P(1\mid s) - P(0\mid s)$"
+_SCORES = (r"$E_s \cdot v$", r"$E_s \cdot p$")
+_BIN_COLORS = {
+    "[−1, 1]": PALETTE["theory"],
+    "[min I, max I] (paper)": PALETTE["negative"],
+}
+
+
+def _subplots(*args, **kwargs):
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(
+        handles, labels, loc="lower center", ncol=ncol, fontsize=10, frameon=False
+    )
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+
+
+def picture_figure(
+    importance: Mapping[str, np.ndarray], runs: Mapping[str, PictureRuns], seed: int
+):
+    """Bin means and standard deviations of both scores of the trained model (``seed``)
+    against the importance, in the two binnings of :data:`BINNINGS`, one row per data
+    set of :data:`DATASETS`."""
+    fig, axes = _subplots(2, 2, figsize=(9.0, 6.8))
+    for r, name in enumerate(DATASETS):
+        for c, (vals, label) in enumerate(
+            zip(runs[name].scores[("adam", seed)], _SCORES)
+        ):
+            ax = axes[r, c]
+            for b, how in BINNINGS.items():
+                lo, hi = bin_range(importance[name], how)
+                plot_binned(
+                    ax,
+                    importance[name],
+                    vals,
+                    lo=lo,
+                    hi=hi,
+                    label=b,
+                    color=_BIN_COLORS[b],
+                    min_count=2,
+                )
+            ax.set_xlim(-1.02, 1.02)
+            ax.set_title(f"{NAMES[name]}: {label}", fontsize=11.5)
+            ax.set_xlabel(_IMPORTANCE)
+    _legend_below(fig, axes[0, 0], 2, 0.06)
+    return fig
+
+
+def bin_counts_figure(importance: Mapping[str, np.ndarray]):
+    """Tokens per bin in the two binnings (log scale), one panel per data set."""
+    fig, axes = _subplots(1, 2, figsize=(9.0, 3.6))
+    for ax, name in zip(axes, DATASETS):
+        imp = importance[name]
+        for b, how in BINNINGS.items():
+            lo, hi = bin_range(imp, how)
+            counts = bin_statistics(imp, np.zeros(imp.size), 20, lo, hi)
+            ax.step(
+                counts["center"],
+                counts["count"].clip(lower=0.8),
+                where="mid",
+                label=b,
+                color=_BIN_COLORS[b],
+            )
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 3.0), numticks=8))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set(title=NAMES[name], xlabel=_IMPORTANCE, ylabel="tokens per bin")
+        ax.title.set_fontsize(11.5)
+    _legend_below(fig, axes[0], 2, 0.12)
+    return fig
+
+
+def null_figure(
+    tables: Mapping[str, pd.DataFrame],
+    nulls: Mapping[str, pd.DataFrame],
+    seeds: tuple[int, ...],
+):
+    """The four main rank correlations of every seed (dots) beside those of the
+    shuffled-label runs (crosses), one panel per data set; ``tables`` is keyed by the
+    data set's display name, ``nulls`` by its key."""
+    fig, axes = _subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
+    for ax, name in zip(axes, DATASETS):
+        t = tables[NAMES[name]]
+        for j, key in enumerate(MAIN_STATISTICS):
+            col = PICTURE_STATISTICS[key]
+            real = t.loc[[f"seed {s}" for s in seeds], col]
+            ax.plot([j] * len(real), real, "o", color=PALETTE["theory"], ms=6)
+            null = nulls[name][col]
+            ax.plot([j] * len(null), null, "x", color=PALETTE["negative"], ms=6)
+        ax.axhline(0, color="0.7", lw=0.8)
+        ax.set_xticks(range(len(MAIN_STATISTICS)))
+        ax.set_xticklabels(["E·v", "E·p", "E·v | df", "E·p | df"], fontsize=10)
+        ax.set_title(NAMES[name], fontsize=11.5)
+    axes[0].set_ylabel("rank correlation")
+    n_null = len(nulls[DATASETS[0]])
+    handles = [
+        Line2D([], [], marker="o", ls="", color=PALETTE["theory"], label="seeds"),
+        Line2D(
+            [],
+            [],
+            marker="x",
+            ls="",
+            color=PALETTE["negative"],
+            label=f"shuffled labels ({n_null} permutations)",
+        ),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=10, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig
+
+
+_RUN_STYLE = {
+    "one_step": ("0.6", ":"),
+    "theorem": (PALETTE["positive"], "--"),
+    "gd": (PALETTE["neutral"], "-."),
+    "adam": (PALETTE["theory"], "-"),
+}
+
+
+def ablation_figure(
+    importance: Mapping[str, np.ndarray], runs: Mapping[str, PictureRuns], seed: int
+):
+    """Bin means of both scores, each divided by its standard deviation over the tokens,
+    for the one step, the theorem's setting, gradient descent and Adam (``seed``)."""
+    fig, axes = _subplots(2, 2, figsize=(9.0, 7.0), sharex=True)
+    for r, name in enumerate(DATASETS):
+        for key, (color, ls) in _RUN_STYLE.items():
+            for c, vals in enumerate(runs[name].scores[(key, seed)]):
+                plot_binned(
+                    axes[r, c],
+                    importance[name],
+                    vals / vals.std(),
+                    band=False,
+                    color=color,
+                    label=RUN_NAMES[key],
+                    min_count=2,
+                )
+                axes[r, c].lines[-1].set_linestyle(ls)
+        for c, label in enumerate(_SCORES):
+            axes[r, c].set_title(f"{NAMES[name]}: {label} / its std", fontsize=11.5)
+            axes[1, c].set_xlabel(_IMPORTANCE)
+    _legend_below(fig, axes[0, 0], 2, 0.09)
+    return fig
+
+
+def synthetic_figure(
+    synthetic: Mapping[str, tuple[np.ndarray, PictureRuns, np.ndarray]],
+    importance: np.ndarray,
+    runs: PictureRuns,
+    seed: int,
+):
+    """Bin means of both scores divided by their standard deviation: the synthetic
+    samples as drawn and conditioned on Assumption 1 beside IMDB (``importance`` and
+    ``runs``, its ``seed``)."""
+    drawn, conditioned = synthetic["as drawn"], synthetic["conditioned on Assumption 1"]
+    series = {
+        "synthetic, as drawn": (
+            drawn[0],
+            drawn[1].scores[("adam", 0)],
+            PALETTE["positive"],
+        ),
+        "synthetic, conditioned": (
+            conditioned[0],
+            conditioned[1].scores[("adam", 0)],
+            PALETTE["negative"],
+        ),
+        "IMDB": (importance, runs.scores[("adam", seed)], PALETTE["theory"]),
+    }
+    fig, axes = _subplots(1, 2, figsize=(9.0, 3.9))
+    for label, (imp, scores, color) in series.items():
+        keep = np.isfinite(imp)
+        for ax, vals in zip(axes, scores):
+            plot_binned(
+                ax,
+                imp[keep],
+                vals[keep] / vals[keep].std(),
+                label=label,
+                color=color,
+                min_count=2,
+            )
+    for ax, name in zip(axes, _SCORES):
+        ax.set_title(f"{name} / its std", fontsize=11.5)
+        ax.set_xlabel(_IMPORTANCE)
+    _legend_below(fig, axes[0], 3, 0.1)
+    return fig

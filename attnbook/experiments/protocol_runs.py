@@ -1,0 +1,395 @@
+"""The runs and tables of the chapter on the paper's protocol: learning curves of the
+three models of :data:`attnbook.experiments.curves.ABLATIONS` at equal budgets, on the
+corpora and seeds of the real-data chapter.
+
+- :func:`protocol_runs` -- the curves of every corpus, seed, model and step size, and
+  those of the random fixed model from embeddings with ``N(0, 1)`` entries;
+- :func:`match_table` -- the evaluation steps at which each model is at the paper's
+  numbers; :func:`accuracy_statistics` what the checks of claim C6a compare, and
+  :func:`accuracy_quotes` the numbers the text quotes;
+- :func:`scale_table` -- the random fixed model at both scales of its embeddings;
+- :func:`spread_runs`, :func:`crossing_table` -- the spread ratio along training;
+- :func:`hold_table` -- the steps at which the picture of the real-data chapter holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnbook.data.corpus import ReviewCorpus
+from attnbook.experiments.curves import (
+    ABLATIONS,
+    SPREAD_READINGS,
+    Curve,
+    Dynamics,
+    ablation_curves,
+    log_steps,
+    spread_curves,
+    train_curve,
+)
+from attnbook.experiments.importance import observed_range
+from attnbook.experiments.paper_protocol import (
+    crossing_steps,
+    matching_steps,
+    window_steps,
+)
+from attnbook.experiments.picture import MAIN_STATISTICS
+from attnbook.experiments.real_data import ReviewExperimentConfig, starting_points
+from attnbook.experiments.real_picture import one_step_eta, token_statistics
+
+__all__ = [
+    "ProtocolRuns",
+    "protocol_runs",
+    "match_table",
+    "accuracy_statistics",
+    "accuracy_quotes",
+    "scale_table",
+    "spread_runs",
+    "crossing_table",
+    "styled_number_table",
+    "styled_cross_table",
+    "spans",
+    "hold_table",
+]
+
+
+@dataclass
+class ProtocolRuns:
+    """``curves[(corpus, model, dynamics label, seed)]``; ``unit_entries[(corpus,
+    dynamics label)]`` the random fixed model from ``N(0, 1)`` entries (first seed);
+    the importance and document frequency of every corpus's tokens."""
+
+    curves: dict[tuple[str, str, str, int], Curve]
+    unit_entries: dict[tuple[str, str], Curve]
+    importance: dict[str, np.ndarray]
+    doc_freq: dict[str, np.ndarray]
+    seeds: tuple[int, ...]
+
+    def at(self, name: str, seed: int | None = None) -> dict[tuple[str, str], Curve]:
+        """The curves of one corpus and seed (default: the first), keyed (model,
+        dynamics label)."""
+        seed = self.seeds[0] if seed is None else seed
+        return {
+            (m, lab): c
+            for (n, m, lab, s), c in self.curves.items()
+            if n == name and s == seed
+        }
+
+    def over_seeds(self, name: str, model: str, label: str) -> list[Curve]:
+        """The curves of one corpus, model and dynamics label, one per seed."""
+        return [self.curves[(name, model, label, s)] for s in self.seeds]
+
+
+def protocol_runs(
+    corpora: Mapping[str, ReviewCorpus],
+    runs: Mapping[str, tuple[float, int]],
+    seeds: tuple[int, ...],
+    *,
+    dim: int,
+    sigma: float,
+    device: torch.device | str | None = None,
+) -> ProtocolRuns:
+    """Learning curves under Adam for every ``label -> (step size, budget)`` of
+    ``runs``, about five evaluations per decade: all three models on the first seed,
+    trained and random fixed ``E`` on the others; and, on the first seed, the random
+    fixed model from embeddings with ``N(0, 1)`` entries."""
+    out = ProtocolRuns({}, {}, {}, {}, seeds)
+    for name, corpus in corpora.items():
+        out.importance[name], alpha, out.doc_freq[name] = token_statistics(corpus)
+        eta = one_step_eta(alpha, dim, sigma)
+        config = ReviewExperimentConfig(dim=dim, init_scale=sigma, eta=eta)
+        for seed in seeds:
+            generator = torch.Generator().manual_seed(seed)
+            points = starting_points(corpus, config, generator=generator, device=device)
+            models = tuple(ABLATIONS) if seed == seeds[0] else ("full", "random_E")
+            for label, (lr, budget) in runs.items():
+                steps = log_steps(budget, 5)
+                got = ablation_curves(
+                    corpus, points, {label: Dynamics.adam(lr)}, steps, models=models
+                )
+                out.curves.update({(name, *key, seed): c for key, c in got.items()})
+                if seed == seeds[0]:
+                    E = points.random_E["E"] * np.sqrt(dim)
+                    out.unit_entries[(name, label)] = train_curve(
+                        {**points.random_E, "E": E},
+                        corpus,
+                        trainable=("p", "v"),
+                        dynamics=Dynamics.adam(lr),
+                        eval_steps=steps,
+                    )
+    return out
+
+
+def _steps_text(steps: Sequence[int]) -> str:
+    return ", ".join(map(str, steps)) or "none"
+
+
+def match_table(
+    runs: ProtocolRuns, names: Mapping[str, str], tags: Mapping[str, str]
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Per corpus, dynamics label, split and seed: the evaluation steps at which
+    trained ``E`` is at 95% / 0.1, random fixed ``E`` at 72% / 0.6, and both; and the
+    number of steps with both over the seeds, keyed ``<corpus>_<tag>_<split>_match``."""
+    rows, counts = {}, {}
+    for name in names:
+        for label, tag in tags.items():
+            for split in ("train", "test"):
+                both_all = []
+                for seed in runs.seeds:
+                    sub = runs.at(name, seed)
+                    both = matching_steps(sub, label, split)
+                    both_all += both
+                    full, rand = sub[("full", label)], sub[("random_E", label)]
+                    rows[(names[name], label, split, seed)] = {
+                        "trained E at 95% / 0.1": _steps_text(
+                            window_steps(full, "full", split)
+                        ),
+                        "random fixed E at 72% / 0.6": _steps_text(
+                            window_steps(rand, "random_E", split)
+                        ),
+                        "both": _steps_text(both),
+                    }
+                counts[f"{name}_{tag}_{split}_match"] = len(both_all)
+    frame = pd.DataFrame(rows).T.rename_axis(["data", "dynamics", "split", "seed"])
+    return frame, counts
+
+
+def accuracy_statistics(
+    fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]
+) -> dict[str, float]:
+    """What the checks of claim C6a compare over the seeds, from the curves of trained
+    and random fixed ``E`` and their :func:`accuracy_gap`: the smallest gap of the best
+    test accuracies and the largest standard error, the smallest ratio of the lowest
+    training losses (random over trained), the seeds whose training loss ends at twice
+    its lowest, the best test accuracy and lowest test loss of trained ``E``, and the
+    largest test-accuracy gap at the end of the budget."""
+    return {
+        "gap_min": min(g["gap"] for g in gaps),
+        "se_max": max(g["se"] for g in gaps),
+        "random_best": max(g["random"] for g in gaps),
+        "loss_ratio": min(
+            min(r.metrics["train_loss"]) / min(f.metrics["train_loss"])
+            for f, r in zip(fulls, rands)
+        ),
+        "spikes": sum(
+            f.metrics["train_loss"][-1] >= 2 * min(f.metrics["train_loss"])
+            for f in fulls
+        ),
+        "best_acc": max(max(f.metrics["test_accuracy"]) for f in fulls),
+        "low_loss": min(min(f.metrics["test_loss"]) for f in fulls),
+        "end_gap": max(
+            f.metrics["test_accuracy"][-1] - r.metrics["test_accuracy"][-1]
+            for f, r in zip(fulls, rands)
+        ),
+    }
+
+
+def accuracy_quotes(
+    stats: Mapping[str, float],
+    table: pd.DataFrame,
+    label: str,
+    unit_entries: Curve,
+) -> dict[str, float]:
+    """The numbers of claim C6a the text quotes for one corpus and dynamics label, from
+    :func:`accuracy_statistics`, the corpus's :func:`paper_number_table` and the
+    random fixed model from ``N(0, 1)`` entries."""
+    full, rand = ABLATIONS["full"][0], ABLATIONS["random_E"][0]
+    row_full, row_rand = (
+        table.loc[(label, full, "test")],
+        table.loc[(label, rand, "test")],
+    )
+    train_full = table.loc[(label, full, "train")]
+    return {
+        "loss_spikes": stats["spikes"],
+        "trained_best_test_acc": stats["best_acc"],
+        "trained_low_test_loss": stats["low_loss"],
+        "test_gap": stats["end_gap"],
+        "best_gap_min": stats["gap_min"],
+        "best_gap_se": stats["se_max"],
+        "random_best_test_acc": stats["random_best"],
+        "trained_end_test_acc": row_full["accuracy at the end"],
+        "random_end_test_acc": row_rand["accuracy at the end"],
+        "random_end_test_loss": row_rand["loss at the end"],
+        "trained_train_acc_step": train_full["first step at the paper's accuracy"],
+        "trained_train_loss_step": train_full["first step at the paper's loss"],
+        "random_test_acc_step": row_rand["first step at the paper's accuracy"],
+        "unit_entries_end_test_acc": unit_entries.metrics["test_accuracy"][-1],
+        "unit_entries_end_test_loss": unit_entries.metrics["test_loss"][-1],
+    }
+
+
+def scale_table(
+    runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
+) -> tuple[pd.DataFrame, float]:
+    """The random fixed model from rows of norm one and from ``N(0, 1)`` entries (first
+    seed): test accuracy and loss at the end, best test accuracy, training accuracy at
+    the end; and the largest change of the final test accuracy between the scales."""
+    rows = {}
+    for name in names:
+        for label in labels:
+            for scale, cur in (
+                (
+                    "rows of norm 1",
+                    runs.curves[(name, "random_E", label, runs.seeds[0])],
+                ),
+                ("N(0, 1) entries", runs.unit_entries[(name, label)]),
+            ):
+                rows[(names[name], label, scale)] = {
+                    "test acc. (end)": cur.metrics["test_accuracy"][-1],
+                    "test loss (end)": cur.metrics["test_loss"][-1],
+                    "best test acc.": max(cur.metrics["test_accuracy"]),
+                    "train acc. (end)": cur.metrics["train_accuracy"][-1],
+                }
+    table = pd.DataFrame(rows).T
+    changes = (
+        table["test acc. (end)"]
+        .groupby(level=[0, 1])
+        .agg(lambda x: abs(x.iloc[1] - x.iloc[0]))
+    )
+    return table.rename_axis(["data", "dynamics", "random E"]), changes.max()
+
+
+def spread_runs(
+    runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
+) -> dict[tuple[str, str], pd.DataFrame]:
+    """The spread ratios (one step then frozen ``E`` over trained ``E``, first seed)
+    along training, in the paper's binning, per corpus and dynamics label."""
+    spreads = {}
+    for name in names:
+        lo, hi = observed_range(runs.importance[name])
+        for label in labels:
+            spreads[(name, label)] = spread_curves(
+                runs.importance[name],
+                runs.curves[(name, "one_step_head", label, runs.seeds[0])],
+                runs.curves[(name, "full", label, runs.seeds[0])],
+                lo=lo,
+                hi=hi,
+            )
+    return spreads
+
+
+def crossing_table(
+    spreads: Mapping[tuple[str, str], pd.DataFrame],
+    names: Mapping[str, str],
+    tags: Mapping[str, str],
+) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
+    """Per corpus, dynamics label and score: the first step at which each reading of
+    the spread ratio reaches the paper's, and the ratio at the end of the budget; the
+    same numbers keyed ``<corpus>_<tag>_<score>_<reading>_{end,cross}``; and, keyed
+    ``<corpus>_<tag>_<score>``, the smallest scale-free ratio from step 10 on."""
+    rows, numbers, late_min = {}, {}, {}
+    for name in names:
+        for label, tag in tags.items():
+            frame = spreads[(name, label)]
+            end = frame[frame["step"] == frame["step"].max()].set_index(
+                ["score", "reading"]
+            )
+            for score, slug in (("E.v", "value"), ("E.p", "cls")):
+                cross = crossing_steps(frame, score)
+                row = {}
+                for r, words in SPREAD_READINGS.items():
+                    row[f"first step at the paper's ratio, {words}"] = cross[r]
+                for r, words in SPREAD_READINGS.items():
+                    row[f"ratio at the end, {words}"] = end.loc[(score, r), "ratio"]
+                    key = f"{name}_{tag}_{slug}_{r.replace('-', '_')}"
+                    numbers[f"{key}_end"] = end.loc[(score, r), "ratio"]
+                    numbers[f"{key}_cross"] = cross[r]
+                rows[(names[name], label, score.replace(".", "·"))] = row
+                late = frame[
+                    (frame["score"] == score)
+                    & (frame["reading"] == "scale-free")
+                    & (frame["step"] >= 10)
+                ]
+                late_min[f"{name}_{tag}_{slug}"] = late["ratio"].min()
+    table = pd.DataFrame(rows).T.rename_axis(["data", "dynamics", "score"])
+    return table, numbers, late_min
+
+
+def spans(steps: Sequence[int], grid: Sequence[int]) -> str:
+    """Consecutive evaluation steps of ``grid`` in ``steps``, as 'a–b' ranges."""
+    out, run = [], []
+    for s in grid:
+        if s in steps:
+            run.append(s)
+        elif run:
+            out.append(run)
+            run = []
+    if run:
+        out.append(run)
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in out)
+
+
+def hold_table(
+    along: Mapping[tuple[str, str], pd.DataFrame],
+    holds: Mapping[tuple[str, str], Sequence[int]],
+    names: Mapping[str, str],
+    tags: Mapping[str, str],
+) -> tuple[pd.DataFrame, dict[str, object], dict[str, tuple[float, str]]]:
+    """Per corpus and dynamics label: the steps at which the picture holds, the
+    smallest of its four statistics at the end of the budget and the step of the
+    largest U; the numbers the text quotes, keyed ``<corpus>_<tag>_picture_{holds,
+    peak_step,end_value,end_cls}``; and, keyed ``<corpus>_<tag>``, the smallest of the
+    four at the end with its description in words."""
+    rows, numbers, ends = {}, {}, {}
+    for name in names:
+        for label, tag in tags.items():
+            frame = along[(name, label)]
+            grid = sorted(frame["step"].unique())
+            budget = int(grid[-1])
+            text = spans(holds[(name, label)], grid) or "none"
+            end = frame[
+                (frame["step"] == budget) & frame["statistic"].isin(MAIN_STATISTICS)
+            ]
+            cls = frame[frame["statistic"] == "cls"]
+            peak = cls.groupby("step")["value"].mean().idxmax()
+            rows[(names[name], label)] = {
+                "steps where the picture holds": text,
+                "smallest of the four at the end": end["value"].min(),
+                "step of the largest ρ(E·p, |I|)": peak,
+            }
+            key = f"{name}_{tag}_picture"
+            numbers[f"{key}_holds"] = text
+            numbers[f"{key}_peak_step"] = int(peak)
+            for stat in ("value", "cls"):
+                part = end[end["statistic"] == stat]["value"]
+                numbers[f"{key}_end_{stat}"] = part.min()
+            ends[f"{name}_{tag}"] = (
+                end["value"].min(),
+                "smallest of the four correlations of the picture over "
+                f"{frame['seed'].nunique()} seeds at the end of a {budget}-step budget "
+                f"(it holds at steps {text}), {label}, {names[name]}",
+            )
+    return pd.DataFrame(rows).T.rename_axis(["data", "dynamics"]), numbers, ends
+
+
+_SHORT = {  # short headers: the table fits the column
+    "paper accuracy": "paper acc.",
+    "accuracy at the end": "acc. (end)",
+    "loss at the end": "loss (end)",
+    "best accuracy": "best acc.",
+    "first step at the paper's accuracy": "step: paper acc.",
+    "first step at the paper's loss": "step: paper loss",
+}
+
+
+def styled_number_table(table: pd.DataFrame):
+    """A :func:`paper_number_table` (or several, concatenated) with short headers,
+    formatted for the page."""
+    shown = table.rename(columns=_SHORT)
+    steps = [c for c in shown.columns if c.startswith("step:")]
+    return (
+        shown.style.format("{:.3f}")
+        .format("{:.0f}", subset=steps, na_rep="never")
+        .format("{:.2f}", subset=["paper acc.", "paper loss"])
+    )
+
+
+def styled_cross_table(table: pd.DataFrame):
+    """A :func:`crossing_table` formatted for the page."""
+    first = [c for c in table.columns if c.startswith("first")]
+    return table.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")

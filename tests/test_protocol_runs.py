@@ -1,0 +1,148 @@
+"""The tables and figures of the chapter on the paper's protocol
+(attnbook.experiments.protocol_runs, attnbook.book.protocol_figures and the check
+descriptions of attnbook.experiments.paper_protocol), on made-up learning curves."""
+
+from __future__ import annotations
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnbook.book import protocol_figures
+from attnbook.experiments import protocol_runs as pr
+from attnbook.experiments.curves import ABLATIONS, Curve
+from attnbook.experiments.paper_protocol import (
+    accuracy_descriptions,
+    accuracy_gap,
+    paper_number_table,
+    spread_descriptions,
+)
+from attnbook.experiments.picture import MAIN_STATISTICS
+
+RNG = np.random.default_rng(1)
+V, STEPS = 200, [0, 1, 3, 10, 30]
+NAMES, LABELS = {"imdb": "IMDB"}, {"Adam": "lr"}
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    matplotlib.use("Agg")
+    yield
+    plt.close("all")
+
+
+def _curve(acc: list[float], loss: list[float], scale: float) -> Curve:
+    metrics = {}
+    for split in ("train", "test"):
+        metrics[f"{split}_accuracy"] = list(acc)
+        metrics[f"{split}_loss"] = list(loss)
+    scores = {
+        s: (scale * RNG.normal(size=V) * (1 + s), RNG.normal(size=V)) for s in STEPS
+    }
+    return Curve(list(STEPS), metrics, scores)
+
+
+def _runs() -> pr.ProtocolRuns:
+    curves = {}
+    for seed in (0, 1):
+        curves[("imdb", "full", "Adam", seed)] = _curve(
+            [0.5, 0.8, 0.95, 0.97, 0.9], [0.7, 0.4, 0.1, 0.05, 0.3], 1.0
+        )
+        curves[("imdb", "random_E", "Adam", seed)] = _curve(
+            [0.5, 0.6, 0.72, 0.72, 0.75], [0.7, 0.65, 0.6, 0.6, 0.55], 1.0
+        )
+    curves[("imdb", "one_step_head", "Adam", 0)] = _curve([0.5] * 5, [0.7] * 5, 0.1)
+    unit = {("imdb", "Adam"): _curve([0.5, 0.6, 0.7, 0.8, 0.85], [0.7] * 5, 1.0)}
+    imp = {"imdb": RNG.uniform(-1, 1, V)}
+    return pr.ProtocolRuns(curves, unit, imp, {"imdb": np.ones(V)}, (0, 1))
+
+
+def test_the_runs_are_read_by_corpus_seed_and_model():
+    runs = _runs()
+    assert set(runs.at("imdb")) == {(m, "Adam") for m in ABLATIONS}
+    assert set(runs.at("imdb", 1)) == {("full", "Adam"), ("random_E", "Adam")}
+    assert len(runs.over_seeds("imdb", "full", "Adam")) == 2
+
+
+def test_match_table_counts_the_steps_with_both_models_at_the_paper():
+    runs = _runs()
+    table, counts = pr.match_table(runs, NAMES, LABELS)
+    assert counts == {"imdb_lr_train_match": 2, "imdb_lr_test_match": 2}
+    assert table.loc[("IMDB", "Adam", "test", 0), "both"] == "3"
+    assert table.loc[("IMDB", "Adam", "test", 0), "trained E at 95% / 0.1"] == "3"
+
+
+def test_accuracy_statistics_and_quotes():
+    runs = _runs()
+    fulls = runs.over_seeds("imdb", "full", "Adam")
+    rands = runs.over_seeds("imdb", "random_E", "Adam")
+    gaps = [accuracy_gap(f, r, 1000) for f, r in zip(fulls, rands)]
+    a = pr.accuracy_statistics(fulls, rands, gaps)
+    assert a["gap_min"] == pytest.approx(0.97 - 0.75)
+    assert a["loss_ratio"] == pytest.approx(0.55 / 0.05)
+    assert a["spikes"] == 2 and a["end_gap"] == pytest.approx(0.15)
+    table = paper_number_table(runs.at("imdb"))
+    quoted = pr.accuracy_quotes(a, table, "Adam", runs.unit_entries[("imdb", "Adam")])
+    assert quoted["trained_train_acc_step"] == 3
+    assert quoted["unit_entries_end_test_acc"] == 0.85
+    what = accuracy_descriptions("imdb_lr", "Adam", "IMDB", 2)
+    assert "over 2 seeds" in what["imdb_lr_test_acc_gap_min_seed"]
+    assert what["imdb_lr_train_pair_steps"].endswith("training split, Adam, IMDB")
+
+
+def test_scale_and_spread_tables():
+    runs = _runs()
+    table, change = pr.scale_table(runs, NAMES, ["Adam"])
+    assert len(table) == 2 and change == pytest.approx(0.1)
+    spreads = pr.spread_runs(runs, NAMES, ["Adam"])
+    frame = spreads[("imdb", "Adam")]
+    assert set(frame["reading"]) == {"tokens", "bins", "scale-free"}
+    cross, numbers, late = pr.crossing_table(spreads, NAMES, LABELS)
+    assert len(cross) == 2 and "imdb_lr_value_tokens_end" in numbers
+    assert set(late) == {"imdb_lr_value", "imdb_lr_cls"}
+    assert pr.styled_cross_table(cross) is not None
+    what = spread_descriptions("imdb_lr", "Adam", "IMDB")
+    assert len(what) == 6 and "step 10" in what["imdb_lr_cls_scale_free_min"]
+    fig = protocol_figures.spread_figure(
+        {**spreads, ("imdb", "B"): spreads[("imdb", "Adam")]}, NAMES, ["Adam", "B"]
+    )
+    assert len(fig.axes) == 4
+
+
+def test_spans_and_hold_table():
+    assert pr.spans([1, 2, 3, 10], [0, 1, 2, 3, 5, 10]) == "1–3, 10"
+    assert pr.spans([], [0, 1]) == ""
+    rows = [
+        {"seed": s, "step": step, "statistic": stat, "value": 0.5 if step < 30 else 0.2}
+        for s in (0, 1)
+        for step in STEPS
+        for stat in MAIN_STATISTICS
+    ]
+    along = {("imdb", "Adam"): pd.DataFrame(rows)}
+    holds = {("imdb", "Adam"): [0, 1, 3, 10]}
+    table, quoted, ends = pr.hold_table(along, holds, NAMES, LABELS)
+    assert quoted["imdb_lr_picture_holds"] == "0–10"
+    value, what = ends["imdb_lr"]
+    assert value == 0.2 and "2 seeds" in what and "30-step budget" in what
+    fig = protocol_figures.along_figure(
+        {**along, ("imdb", "B"): along[("imdb", "Adam")]},
+        NAMES,
+        ["Adam", "B"],
+        (0, 1),
+        threshold=0.3,
+        budget=10,
+    )
+    assert fig.axes[0].get_title().startswith("IMDB")
+
+
+def test_curve_figure_draws_the_three_models():
+    runs = _runs()
+    runs.curves.update(
+        {(n, m, "B", s): c for (n, m, lab, s), c in list(runs.curves.items())}
+    )
+    fig = protocol_figures.curve_figure(runs, "imdb", "IMDB", ["Adam", "B"])
+    assert len(fig.axes) == 4
+    # two splits per model and a line for each paper number
+    assert len(fig.axes[0].get_lines()) == 2 * len(ABLATIONS) + 2
