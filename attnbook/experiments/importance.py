@@ -54,8 +54,13 @@ import pandas as pd
 import torch
 from scipy.stats import rankdata
 
-from attnbook.data.labels import as_signed_labels
-from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
+from attnbook.engine.counts import TokenCounts
+from attnbook.validation import (
+    ArgumentTypeError,
+    as_signed_labels,
+    check_count,
+    check_generator,
+)
 
 __all__ = [
     "finite_array",
@@ -73,7 +78,7 @@ __all__ = [
 
 
 def _signed_numpy(labels: object, n: int, both: bool = True) -> np.ndarray:
-    """Labels in {-1, +1} (checked by :func:`attnbook.data.labels.as_signed_labels`) as
+    """Labels in {-1, +1} (checked by :func:`attnbook.validation.as_signed_labels`) as
     an int64 array; with ``both``, both classes must occur."""
     out = as_signed_labels(labels, n).cpu().numpy().astype(np.int64)
     if both and np.unique(out).size < 2:
@@ -281,11 +286,7 @@ def bootstrap_rank_correlation(
     chunk = check_count(chunk, "chunk")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(
-            "rng must be a numpy.random.Generator (see "
-            "attnbook.runtime.seed_everything)"
-        )
+    check_generator(rng)
     n = xs.size
     reps = np.empty(n_boot)
     for start in range(0, n_boot, chunk):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnbook.engine.counts import ArgumentTypeError, as_token_counts, check_count
-from attnbook.models.count_engine import count_heads_output
-from attnbook.models.parameters import (
+from attnbook.engine.counts import token_counts_over
+from attnbook.models.count_engine import count_heads_output_unchecked
+from attnbook.validation import (
+    ArgumentTypeError,
+    check_count,
     check_finite,
     check_float_tensor,
     check_head_matrix,
@@ -53,8 +55,8 @@ def multiclass_output(
     arguments as :func:`attnbook.models.count_engine.count_heads_output` does."""
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
-    counts = as_token_counts(sequences, E.shape[0])
-    return count_heads_output(E, p, W, counts)  # two sparse products per gradient
+    counts = token_counts_over(sequences, E.shape[0]).to(E.device)
+    return count_heads_output_unchecked(E, p, W, counts)  # two sparse products/grad
 
 
 def as_class_labels(

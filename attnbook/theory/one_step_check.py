@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
+from attnbook.engine.counts import TokenCounts
 from attnbook.models.parameters import init_parameters
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.one_step import (
@@ -27,6 +27,7 @@ from attnbook.theory.one_step import (
     predicted_cls_alignment,
     predicted_value_alignment,
 )
+from attnbook.validation import ArgumentTypeError, check_count
 
 __all__ = [
     "one_step_layout",
