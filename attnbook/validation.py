@@ -229,13 +229,16 @@ def check_parameter_dict(
 
 
 # ------------------------------------------------------------- token sequences
-def check_vocabulary(built_for: int, vocab_size: int, name: str = "counts") -> None:
-    """Raise ``ValueError`` unless a corpus structure ``name`` built for a vocabulary
-    of ``built_for`` tokens matches the ``vocab_size`` rows of ``E``."""
+def check_vocabulary(
+    built_for: int, vocab_size: int, name: str = "counts", *, plural: bool = False
+) -> None:
+    """Raise ``ValueError`` unless a corpus structure ``name`` (a plural noun when
+    ``plural``) built for a vocabulary of ``built_for`` tokens matches the
+    ``vocab_size`` rows of ``E``."""
     if built_for != vocab_size:
         raise ValueError(
-            f"{name} was built for a vocabulary of {built_for} tokens, but E has "
-            f"{vocab_size} rows"
+            f"{name} {'were' if plural else 'was'} built for a vocabulary of "
+            f"{built_for} tokens, but E has {vocab_size} rows"
         )
 
 

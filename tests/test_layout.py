@@ -11,6 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "attnbook"
 # lowest first: a module may import its own layer and the layers before it
 LAYERS = [
+    "validation",
     "runtime",
     "engine",
     "data",

@@ -174,7 +174,7 @@ def pooled_embedding(
     """
     check_parameters(E, p, p)
     index = counts if isinstance(counts, PooledIndex) else PooledIndex.build(counts)
-    check_vocabulary(index.counts.vocab_size, E.shape[0])
+    check_vocabulary(index.counts.vocab_size, E.shape[0], plural=True)
     return _pooled_embedding(E, p, index)
 
 
