@@ -26,6 +26,7 @@ __all__ = [
     "check_count",
     "check_instance",
     "check_positive_real",
+    "check_finite_real",
     "check_generator",
     "check_float_dtype",
     "check_float_tensor",
@@ -88,6 +89,16 @@ def check_positive_real(
         or not 0 < value < math.inf
     ):
         raise ValueError(f"{name} must be {what}, got {value!r}")
+    return float(value)
+
+
+def check_finite_real(value: object, name: str) -> float:
+    """``value`` as a ``float`` if it is a finite real number (not a bool); raise
+    naming ``name`` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
     return float(value)
 
 

@@ -45,8 +45,6 @@ The figures of binned scores are :func:`attnbook.book.plotting.plot_binned` and
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +57,7 @@ from attnbook.validation import (
     ArgumentTypeError,
     as_signed_labels,
     check_count,
+    check_finite_real,
     check_generator,
 )
 
@@ -150,11 +149,8 @@ def finite_array(x: object, what: str) -> np.ndarray:
 
 def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
     n_bins = check_count(n_bins, "n_bins")
-    for name, value in (("lo", lo), ("hi", hi)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value}")
+    check_finite_real(lo, "lo")
+    check_finite_real(hi, "hi")
     if not hi > lo:
         raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
     if x.min() < lo or x.max() > hi:
