@@ -28,6 +28,7 @@ __all__ = [
     "multiclass_output",
     "as_class_labels",
     "cross_entropy_loss",
+    "cross_entropy_loss_unchecked",
 ]
 
 
@@ -103,7 +104,13 @@ def cross_entropy_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tens
             f"{tuple(scores.shape)}"
         )
     y = as_class_labels(labels, scores.shape[1], scores.shape[0])
-    loss = torch.nn.functional.cross_entropy(scores, y.to(scores.device))
+    loss = cross_entropy_loss_unchecked(scores, y.to(scores.device))
     if not bool(torch.isfinite(loss)):
         check_finite(scores=scores)
     return loss
+
+
+def cross_entropy_loss_unchecked(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """:func:`cross_entropy_loss` of checked arguments (``y`` int64 class ids on the
+    device of ``scores``)."""
+    return torch.nn.functional.cross_entropy(scores, y)

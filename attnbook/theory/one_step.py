@@ -32,7 +32,7 @@ from attnbook.models.count_engine import (
     row_terms_unchecked,
 )
 from attnbook.models.losses import logistic_loss_unchecked
-from attnbook.models.multiclass import as_class_labels
+from attnbook.models.multiclass import as_class_labels, cross_entropy_loss_unchecked
 from attnbook.validation import (
     ArgumentTypeError,
     as_signed_labels,
@@ -199,7 +199,7 @@ def one_gradient_step_multiclass(
     y = as_class_labels(labels, W.shape[1], counts.n_sequences).to(E.device)
     E_var = E.clone().requires_grad_(True)
     scores = count_heads_output_unchecked(E_var, p, W, counts)
-    loss = torch.nn.functional.cross_entropy(scores, y)
+    loss = cross_entropy_loss_unchecked(scores, y)
     (grad,) = torch.autograd.grad(loss, E_var)
     return (E - eta * grad).detach()
 
