@@ -140,7 +140,7 @@ class TokenCounts:
     @classmethod
     def from_sequences(cls, sequences: object, vocab_size: int) -> "TokenCounts":
         """Count the tokens of each sequence (validated by
-        :func:`validate_sequences`)."""
+        :func:`attnbook.validation.validate_sequences`)."""
         return cls._from_arrays(validate_sequences(sequences, vocab_size), vocab_size)
 
     @classmethod
