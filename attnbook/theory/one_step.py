@@ -57,10 +57,6 @@ __all__ = [
 ]
 
 
-def _check_eta(eta: float) -> float:
-    return check_positive_real(eta, "step size eta")
-
-
 def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor, ...]:
     if not isinstance(params, Mapping):
         raise ArgumentTypeError(
@@ -170,7 +166,7 @@ def one_gradient_step(
     formula of :func:`one_step_coefficients`) or ``"autograd"``. Returns a new detached
     ``(V, d)`` tensor.
     """
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     E, p, v = _params(params, "v")
     if method not in ("closed_form", "autograd"):
         raise ValueError(f"method must be 'closed_form' or 'autograd', got {method!r}")
@@ -191,7 +187,7 @@ def one_gradient_step_multiclass(
     """``E - eta * grad_E L`` for the K-class model with head ``params["W"]`` ``(d, K)``
     and the cross-entropy loss on class ids ``labels`` in ``{0, ..., K-1}``. Returns a
     new ``(V, d)``."""
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     E, p, W = _params(params, "W")
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
@@ -209,7 +205,7 @@ def predicted_value_alignment(
 ) -> torch.Tensor:
     """The leading-order prediction ``(eta / 2) alpha_s ||v||^2`` of ``E_s . v`` after
     one step."""
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     alpha, v = _as_tensor(alpha, "alpha"), _as_tensor(v, "v")
     if alpha.ndim != 1 or v.ndim != 1:
         raise ValueError("alpha must be (V,) and v must be (d,)")
@@ -221,7 +217,7 @@ def predicted_cls_alignment(
 ) -> torch.Tensor:
     """The leading-order change ``(eta / 2) alpha_s (v . p)`` of ``E_s . p`` in one
     step."""
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     alpha, v, p = _as_tensor(alpha, "alpha"), _as_tensor(v, "v"), _as_tensor(p, "p")
     if alpha.ndim != 1 or v.ndim != 1 or p.shape != v.shape:
         raise ValueError("alpha must be (V,), v and p must be (d,) of one shape")
@@ -256,7 +252,7 @@ def predicted_class_alignment(
     With ``cross_terms`` it is ``eta * gamma @ (W^T W)``; without, ``eta gamma_sk
     ||v_k||^2``.
     """
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     gamma, W = _as_tensor(gamma, "gamma"), _as_tensor(W, "W")
     if gamma.ndim != 2 or W.ndim != 2 or gamma.shape[1] != W.shape[1]:
         raise ValueError("gamma must be (V, K) and W must be (d, K) with the same K")
