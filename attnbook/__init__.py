@@ -3,6 +3,8 @@
 The package holds every computation the book's chapters run, in layers; a module imports
 only from its own layer and the layers listed before it:
 
+- :mod:`attnbook.validation`  -- the argument checks of every entry point (imports
+  nothing of attnbook);
 - :mod:`attnbook.runtime`     -- seeding, device and machine (imports nothing of
   attnbook);
 - :mod:`attnbook.engine`      -- token counts and the count engine's passes over memory;

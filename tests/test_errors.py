@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from attnbook.book import records as report
-from attnbook.data.labels import as_signed_labels
 from attnbook.data.reviews import (
     DATA_DIR_ENV,
     DatasetUnavailableError,
@@ -24,7 +23,7 @@ from attnbook.data.reviews import (
     load_reviews,
 )
 from attnbook.data.synthetic import SyntheticSpec, sample_sequences
-from attnbook.engine.counts import TokenCounts, validate_sequences
+from attnbook.engine.counts import TokenCounts
 from attnbook.models.attention import (
     attention_output,
     attention_weights,
@@ -33,10 +32,11 @@ from attnbook.models.attention import (
 )
 from attnbook.models.losses import logistic_loss
 from attnbook.models.multiclass import as_class_labels, multiclass_output
-from attnbook.models.parameters import check_parameters, init_parameters
+from attnbook.models.parameters import init_parameters
 from attnbook.models.training import fit
 from attnbook.runtime import seed_everything
 from attnbook.theory.frequency import average_signed_frequency
+from attnbook.validation import as_signed_labels, check_parameters, validate_sequences
 
 F64 = torch.float64
 E = torch.zeros(5, 3, dtype=F64)

@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "attnbook"
 EXTENSION = PACKAGE.parent / "_ext"  # the book's build machinery, not installed
 # lowest first: a module may import its own layer and the layers before it
 LAYERS = [
+    "validation",
     "runtime",
     "engine",
     "data",

@@ -2,7 +2,7 @@
 
 Each case names the entry point, the bad argument and the exception expected
 (``TypeError`` for a wrong type, ``ValueError`` for a wrong value; the type errors are
-also ``ValueError``s, see :class:`attnbook.engine.counts.ArgumentTypeError`) and a part
+also ``ValueError``s, see :class:`attnbook.validation.ArgumentTypeError`) and a part
 of its message, which must name the argument.
 """
 

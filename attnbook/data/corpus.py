@@ -29,6 +29,7 @@ from attnbook.data.labels import signed_from_binary
 from attnbook.data.reviews import TokenizedTexts, Vocabulary
 from attnbook.data.splits import STAR_COLUMNS, ReviewSplit, load_split
 from attnbook.engine.counts import TokenCounts
+from attnbook.validation import check_generator
 
 __all__ = [
     "STAR_COLUMNS",
@@ -276,11 +277,7 @@ def split_validation(
         raise ValueError("the corpus already has a validation split")
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be in (0, 1), got {fraction}")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(
-            "rng must be a numpy.random.Generator (see "
-            "attnbook.runtime.seed_everything)"
-        )
+    check_generator(rng)
     y = corpus.train_labels
     held = []
     for label in (-1, 1):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnbook.engine.counts import TokenCounts
+from attnbook.validation import check_generator
 
 __all__ = ["XorSpec", "XorData", "sample_xor", "A", "NOT_A", "B", "NOT_B"]
 
@@ -77,8 +78,7 @@ def sample_xor(spec: XorSpec, n_quadruples: int, rng: np.random.Generator) -> Xo
     sequences."""
     if n_quadruples < 1:
         raise ValueError(f"n_quadruples must be positive, got {n_quadruples}")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError("rng must be a numpy.random.Generator")
+    check_generator(rng)
     fillers = 4 + rng.integers(0, spec.n_neutral, size=(n_quadruples, spec.length - 2))
     sequences, labels, quad = [], [], []
     for q, filler in enumerate(fillers):

@@ -10,102 +10,31 @@ on this one structure.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import torch
 
+from attnbook.validation import (
+    ArgumentTypeError,
+    check_count,
+    check_instance,
+    check_sequences,
+    check_vocabulary,
+    validate_sequences,
+)
+
 __all__ = [
-    "ArgumentTypeError",
     "TokenCounts",
     "as_token_counts",
-    "check_count",
+    "check_counts",
+    "pad_arrays",
     "padded_token_ids",
-    "validate_sequences",
+    "token_counts_over",
 ]
 
-
-class ArgumentTypeError(TypeError, ValueError):
-    """An argument of the wrong type or dtype. It is both a ``TypeError`` and a
-    ``ValueError``, so that code catching either (the book's checks catch
-    ``ValueError`` for every bad input) sees it."""
-
-
-def check_count(value: object, name: str, minimum: int = 1) -> int:
-    """``value`` as an ``int`` if it is an integer (not a bool) of at least ``minimum``;
-    raise naming ``name`` otherwise."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ArgumentTypeError(
-            f"{name} must be an integer, got {type(value).__name__} {value!r}"
-        )
-    if value < minimum:
-        least = {0: "non-negative", 1: "positive"}.get(minimum, f">= {minimum}")
-        raise ValueError(f"{name} must be {least}, got {value}")
-    return int(value)
-
-
 SequenceLike = "np.ndarray | torch.Tensor | Sequence[int]"
-
-
-def _as_int_array(seq: object, index: int) -> np.ndarray:
-    """One sequence as a 1-D int64 NumPy array, with a clear error for anything else."""
-    if isinstance(seq, torch.Tensor):
-        if (
-            seq.dtype.is_floating_point
-            or seq.dtype.is_complex
-            or seq.dtype == torch.bool
-        ):
-            raise ValueError(
-                f"sequence {index} has dtype {seq.dtype}; token ids must be integers"
-            )
-        arr = seq.detach().cpu().numpy()
-    else:
-        arr = np.asarray(seq)
-        if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
-            if arr.size == 0 and arr.ndim == 1:
-                arr = arr.astype(np.int64)
-            else:
-                raise ValueError(
-                    f"sequence {index} has dtype {arr.dtype}; token ids must be "
-                    "integers"
-                )
-    if arr.ndim != 1:
-        raise ValueError(f"sequence {index} must be 1-D, got shape {tuple(arr.shape)}")
-    return arr.astype(np.int64, copy=False)
-
-
-def validate_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
-    """Check a list of token-id sequences and return them as int64 arrays.
-
-    Raises ``ValueError`` for a non-list, an empty list, a non-integer or non-1-D
-    sequence, an empty sequence, or a token id outside ``[0, vocab_size)``.
-    """
-    if isinstance(sequences, (np.ndarray, torch.Tensor)) or not isinstance(
-        sequences, Sequence
-    ):
-        raise ValueError(
-            "sequences must be a list of 1-D integer arrays or tensors "
-            f"(one per sequence), got {type(sequences).__name__}"
-        )
-    if len(sequences) == 0:
-        raise ValueError("sequences is empty: at least one sequence is needed")
-    vocab_size = check_count(vocab_size, "vocab_size")
-    arrays = [_as_int_array(seq, i) for i, seq in enumerate(sequences)]
-    for i, arr in enumerate(arrays):
-        if arr.size == 0:
-            raise ValueError(
-                f"sequence {i} is empty: every sequence needs at least one token"
-            )
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < 0 or hi >= vocab_size:
-            bad = lo if lo < 0 else hi
-            raise ValueError(
-                f"sequence {i} holds token id {bad}, outside the vocabulary [0, "
-                f"{vocab_size})"
-            )
-    return arrays
 
 
 def padded_token_ids(
@@ -114,7 +43,14 @@ def padded_token_ids(
     """Validated sequences as a zero-padded ``(n, T)`` id matrix and its ``(n, T)``
     boolean mask (``T`` the longest length): the layout of the dense reference
     implementations."""
-    arrays = validate_sequences(sequences, vocab_size)
+    return pad_arrays(validate_sequences(sequences, vocab_size), device)
+
+
+def pad_arrays(
+    arrays: list[np.ndarray], device: torch.device | str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`padded_token_ids` of sequences already checked (by
+    :func:`attnbook.validation.check_sequences`)."""
     lengths = torch.tensor([a.size for a in arrays], device=device)
     T = int(lengths.max())
     ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=device)
@@ -181,16 +117,42 @@ class TokenCounts:
 
     # ----------------------------------------------------------------- constructors
     @classmethod
+    def _trusted(
+        cls,
+        indptr: torch.Tensor,
+        token_ids: torch.Tensor,
+        counts: torch.Tensor,
+        vocab_size: int,
+    ) -> "TokenCounts":
+        """An object from parts that hold the invariants by construction (derived
+        from checked input or from another :class:`TokenCounts`): not checked again."""
+        obj = object.__new__(cls)
+        for name, value in (
+            ("indptr", indptr),
+            ("token_ids", token_ids),
+            ("counts", counts),
+            ("vocab_size", vocab_size),
+            ("_cache", {}),
+        ):
+            object.__setattr__(obj, name, value)
+        return obj
+
+    @classmethod
     def from_sequences(cls, sequences: object, vocab_size: int) -> "TokenCounts":
         """Count the tokens of each sequence (validated by
-        :func:`validate_sequences`)."""
-        arrays = validate_sequences(sequences, vocab_size)
+        :func:`attnbook.validation.validate_sequences`)."""
+        return cls._from_arrays(validate_sequences(sequences, vocab_size), vocab_size)
+
+    @classmethod
+    def _from_arrays(cls, arrays: list[np.ndarray], vocab_size: int) -> "TokenCounts":
+        """Count checked sequences (int64 arrays, none empty, ids in the
+        vocabulary)."""
         lengths = np.fromiter(
             (a.size for a in arrays), dtype=np.int64, count=len(arrays)
         )
         flat = np.concatenate(arrays)
         rows = np.repeat(np.arange(len(arrays), dtype=np.int64), lengths)
-        return cls.from_pairs(rows, flat, len(arrays), vocab_size)
+        return cls._from_valid_pairs(rows, flat, len(arrays), int(vocab_size))
 
     @classmethod
     def from_pairs(
@@ -212,15 +174,26 @@ class TokenCounts:
         if rows.shape != tokens.shape:
             raise ValueError("rows and tokens must have the same length")
         rows, tokens = rows.astype(np.int64), tokens.astype(np.int64)
+        if np.bincount(rows, minlength=n_sequences).min() == 0:
+            raise ValueError(
+                "every sequence must hold at least one token (empty row in indptr)"
+            )
+        return cls._from_valid_pairs(rows, tokens, n_sequences, vocab_size)
+
+    @classmethod
+    def _from_valid_pairs(
+        cls, rows: np.ndarray, tokens: np.ndarray, n_sequences: int, vocab_size: int
+    ) -> "TokenCounts":
+        """:meth:`from_pairs` of checked int64 pairs (every row holds a token)."""
         keys, counts = np.unique(rows * vocab_size + tokens, return_counts=True)
         key_rows = keys // vocab_size
         indptr = np.zeros(n_sequences + 1, dtype=np.int64)
         np.cumsum(np.bincount(key_rows, minlength=n_sequences), out=indptr[1:])
-        return cls(
+        return cls._trusted(
             torch.from_numpy(indptr),
             torch.from_numpy(keys % vocab_size),
             torch.from_numpy(counts.astype(np.int64)),
-            int(vocab_size),
+            vocab_size,
         )
 
     # ----------------------------------------------------------------- views
@@ -334,7 +307,7 @@ class TokenCounts:
             target = torch.device("cuda", torch.cuda.current_device())
         if target == self.device:
             return self
-        return TokenCounts(
+        return TokenCounts._trusted(
             self.indptr.to(device),
             self.token_ids.to(device),
             self.counts.to(device),
@@ -362,7 +335,7 @@ class TokenCounts:
         gather_t = torch.from_numpy(gather).to(self.device)
         new_indptr = np.zeros(index.size + 1, dtype=np.int64)
         np.cumsum(sizes, out=new_indptr[1:])
-        return TokenCounts(
+        return TokenCounts._trusted(
             torch.from_numpy(new_indptr).to(self.device),
             self.token_ids[gather_t],
             self.counts[gather_t],
@@ -393,15 +366,23 @@ class TokenCounts:
         return out
 
 
+def check_counts(counts: object, vocab_size: int, name: str = "counts") -> TokenCounts:
+    """``counts`` if it is a :class:`TokenCounts` over exactly ``vocab_size`` tokens;
+    raise otherwise (``name`` names the argument in the message)."""
+    counts = check_instance(counts, TokenCounts, name)
+    check_vocabulary(counts.vocab_size, vocab_size, name)
+    return counts
+
+
+def token_counts_over(sequences: object, vocab_size: int) -> TokenCounts:
+    """:func:`as_token_counts` for a ``vocab_size`` known to be a positive ``int`` (the
+    rows of a checked ``E``): only ``sequences`` is checked."""
+    if isinstance(sequences, TokenCounts):
+        return check_counts(sequences, vocab_size)
+    return TokenCounts._from_arrays(check_sequences(sequences, vocab_size), vocab_size)
+
+
 def as_token_counts(sequences: object, vocab_size: int) -> TokenCounts:
     """Pass a :class:`TokenCounts` through (after checking its vocabulary size) or count
     a list."""
-    vocab_size = check_count(vocab_size, "vocab_size")
-    if isinstance(sequences, TokenCounts):
-        if sequences.vocab_size != vocab_size:
-            raise ValueError(
-                f"counts were built for a vocabulary of {sequences.vocab_size} tokens, "
-                f"but E has {vocab_size} rows"
-            )
-        return sequences
-    return TokenCounts.from_sequences(sequences, vocab_size)
+    return token_counts_over(sequences, check_count(vocab_size, "vocab_size"))

@@ -37,13 +37,14 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as student_t
 
-from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
+from attnbook.engine.counts import TokenCounts
 from attnbook.experiments.importance import (
     partial_spearman,
     spearman,
     token_importance,
 )
 from attnbook.experiments.seeded_runs import Run, scores_of
+from attnbook.validation import ArgumentTypeError, check_count
 
 __all__ = [
     "SHAPES",

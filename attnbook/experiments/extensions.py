@@ -30,13 +30,14 @@ from attnbook.data.corpus import (
 )
 from attnbook.data.reviews import load_reviews
 from attnbook.data.splits import load_split
-from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
+from attnbook.engine.counts import TokenCounts
 from attnbook.experiments.importance import (
     bin_statistics,
     bootstrap_rank_correlation,
     observed_range,
     token_importance,
 )
+from attnbook.validation import ArgumentTypeError, check_count, check_generator
 
 __all__ = [
     "REBUTTAL_MLP_CLS",
@@ -137,8 +138,7 @@ def subsample_corpus(
     >= ``min_df``), as a :class:`attnbook.data.corpus.ReviewCorpus`."""
     n_train, n_test = check_count(n_train, "n_train"), check_count(n_test, "n_test")
     min_df = check_count(min_df, "min_df")
-    if not isinstance(rng, np.random.Generator):
-        raise ArgumentTypeError("rng must be a numpy.random.Generator")
+    check_generator(rng)
     splits = {s: load_reviews(name, s) for s in ("train", "test")}
     picks = {}
     for split, size in (("train", n_train), ("test", n_test)):

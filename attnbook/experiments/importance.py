@@ -45,8 +45,6 @@ The figures of binned scores are :func:`attnbook.book.plotting.plot_binned` and
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,8 +52,14 @@ import pandas as pd
 import torch
 from scipy.stats import rankdata
 
-from attnbook.data.labels import as_signed_labels
-from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
+from attnbook.engine.counts import TokenCounts
+from attnbook.validation import (
+    ArgumentTypeError,
+    as_signed_labels,
+    check_count,
+    check_finite_real,
+    check_generator,
+)
 
 __all__ = [
     "finite_array",
@@ -73,7 +77,7 @@ __all__ = [
 
 
 def _signed_numpy(labels: object, n: int, both: bool = True) -> np.ndarray:
-    """Labels in {-1, +1} (checked by :func:`attnbook.data.labels.as_signed_labels`) as
+    """Labels in {-1, +1} (checked by :func:`attnbook.validation.as_signed_labels`) as
     an int64 array; with ``both``, both classes must occur."""
     out = as_signed_labels(labels, n).cpu().numpy().astype(np.int64)
     if both and np.unique(out).size < 2:
@@ -145,11 +149,8 @@ def finite_array(x: object, what: str) -> np.ndarray:
 
 def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
     n_bins = check_count(n_bins, "n_bins")
-    for name, value in (("lo", lo), ("hi", hi)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value}")
+    check_finite_real(lo, "lo")
+    check_finite_real(hi, "hi")
     if not hi > lo:
         raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
     if x.min() < lo or x.max() > hi:
@@ -281,11 +282,7 @@ def bootstrap_rank_correlation(
     chunk = check_count(chunk, "chunk")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(
-            "rng must be a numpy.random.Generator (see "
-            "attnbook.runtime.seed_everything)"
-        )
+    check_generator(rng)
     n = xs.size
     reps = np.empty(n_boot)
     for start in range(0, n_boot, chunk):

@@ -20,6 +20,7 @@ import numpy as np
 from attnbook.data.corpus import ReviewCorpus, corpus_from_splits, min_df_for_tokens
 from attnbook.data.splits import load_split
 from attnbook.experiments.importance import partial_spearman, spearman
+from attnbook.validation import check_generator
 
 __all__ = [
     "balanced_indices",
@@ -32,19 +33,11 @@ __all__ = [
 ]
 
 
-def _check_rng(rng: object) -> None:
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(
-            "rng must be a numpy.random.Generator "
-            "(see attnbook.runtime.seed_everything)"
-        )
-
-
 def balanced_indices(labels: object, rng: np.random.Generator) -> np.ndarray:
     """Sorted row numbers of a class-balanced sample of ``labels`` (two classes): every
     row of the smaller class and as many rows of the larger one, drawn without
     replacement from ``rng``."""
-    _check_rng(rng)
+    check_generator(rng)
     y = np.asarray(labels)
     classes, sizes = np.unique(y, return_counts=True)
     if classes.size != 2:
@@ -90,7 +83,7 @@ def balanced_reviews(
     """A class-balanced sample of the review data set ``name`` (both splits, see
     :func:`balanced_indices`) encoded as in :func:`reviews_for_vocabulary`. Returns the
     corpus and ``min_df``."""
-    _check_rng(rng)
+    check_generator(rng)
     return reviews_for_vocabulary(name, target_vocab, rng)
 
 
@@ -99,7 +92,7 @@ def with_shuffled_labels(
 ) -> ReviewCorpus:
     """``corpus`` with its training labels randomly permuted (class sizes kept);
     validation and test labels unchanged."""
-    _check_rng(rng)
+    check_generator(rng)
     return dataclasses.replace(
         corpus, train_labels=rng.permutation(corpus.train_labels)
     )

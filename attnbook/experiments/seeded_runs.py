@@ -17,6 +17,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from attnbook.validation import check_generator
+
 __all__ = [
     "Run",
     "TrainFunction",
@@ -65,8 +67,7 @@ def label_control_runs(
     all_seeds = [int(s) for s in (*seeds, *shuffled_seeds)]
     if not seeds or not shuffled_seeds or len(set(all_seeds)) != len(all_seeds):
         raise ValueError("seeds and shuffled_seeds must be non-empty and distinct")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError("rng must be a numpy.random.Generator")
+    check_generator(rng)
     y = np.asarray(labels)
     runs = []
     for kind, group in (("labels", seeds), ("shuffled", shuffled_seeds)):

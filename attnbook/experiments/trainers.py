@@ -26,7 +26,8 @@ import torch
 from attnbook.engine.counts import TokenCounts
 from attnbook.experiments.seeded_runs import TrainFunction
 from attnbook.models.attention import count_attention_output
-from attnbook.models.losses import accuracy, logistic_loss
+from attnbook.models.count_engine import count_heads_output_unchecked
+from attnbook.models.losses import accuracy, logistic_loss_unchecked
 from attnbook.models.mlp_head import (
     PooledIndex,
     init_mlp_head,
@@ -34,7 +35,8 @@ from attnbook.models.mlp_head import (
     token_value_scores,
 )
 from attnbook.models.multiclass import (
-    cross_entropy_loss,
+    as_class_labels,
+    cross_entropy_loss_unchecked,
     multiclass_layout,
     multiclass_output,
 )
@@ -46,6 +48,7 @@ from attnbook.models.two_layer import (
     pair_blocks,
     two_layer_output,
 )
+from attnbook.validation import as_signed_labels
 
 __all__ = [
     "one_layer_trainer",
@@ -60,7 +63,8 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def _signed(labels: np.ndarray, device) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(labels), dtype=torch.float32, device=device)
+    """-1/+1 labels (checked here, once) as float32, the dtype of the models."""
+    return as_signed_labels(labels, dtype=torch.float32).to(device)
 
 
 def _binary_accuracy(
@@ -143,12 +147,18 @@ def multiclass_trainer(
         )
         with torch.no_grad():
             initial = {"E.W": _np(params["E"] @ params["W"])}
-        y = torch.as_tensor(np.asarray(classes), device=device)
+        y = as_class_labels(classes, n_classes, train.n_sequences).to(device)
 
         def out(counts):
             return multiclass_output(params["E"], params["p"], params["W"], counts)
 
-        fit(params, lambda: cross_entropy_loss(out(train), y), steps=steps, lr=lr)
+        def loss() -> torch.Tensor:  # params made for train, labels checked above
+            E, p, W = params["E"], params["p"], params["W"]
+            return cross_entropy_loss_unchecked(
+                count_heads_output_unchecked(E, p, W, train), y
+            )
+
+        fit(params, loss, steps=steps, lr=lr)
         with torch.no_grad():
             metrics = {
                 "train accuracy": float((out(train).argmax(1) == y).double().mean()),
@@ -200,7 +210,7 @@ def mlp_trainer(
         y = _signed(labels, device)
         fit(
             mlp,
-            lambda: logistic_loss(mlp_attention_output(mlp, train_index), y),
+            lambda: logistic_loss_unchecked(mlp_attention_output(mlp, train_index), y),
             steps=steps,
             lr=lr,
         )
@@ -260,7 +270,7 @@ def two_layer_trainer(
         y = _signed(labels, device)
         fit(
             params,
-            lambda: logistic_loss(two_layer_output(params, train_blocks), y),
+            lambda: logistic_loss_unchecked(two_layer_output(params, train_blocks), y),
             steps=steps,
             lr=lr,
         )

@@ -15,8 +15,9 @@ Two implementations that agree to rounding error:
   G_v v^T``.
 
 :func:`attention_output` is the public entry point for lists of sequences as well as
-counts. Every function here checks its arguments (shapes, dtypes, devices, token ids,
-vocabulary, finiteness) and raises a ``ValueError`` naming the one that is wrong.
+counts. Every function here checks its arguments once (shapes, dtypes, devices, token
+ids, vocabulary, finiteness; with :mod:`attnbook.validation`), raises a ``ValueError``
+naming the one that is wrong, and then computes without checking them again.
 Softmaxes are shifted by the per-sequence maximum score, so outputs and gradients stay
 finite and accurate at any ``||p||``.
 """
@@ -27,15 +28,20 @@ import torch
 
 from attnbook.engine.counts import (
     TokenCounts,
-    as_token_counts,
-    padded_token_ids,
-    validate_sequences,
+    check_counts,
+    pad_arrays,
+    token_counts_over,
 )
-from attnbook.models.count_engine import count_heads_output, row_terms
-from attnbook.models.parameters import (
+from attnbook.models.count_engine import (
+    count_heads_output,
+    count_heads_output_unchecked,
+    row_terms_unchecked,
+)
+from attnbook.validation import (
     check_finite,
     check_finite_scores,
     check_parameters,
+    check_sequences,
 )
 
 __all__ = [
@@ -56,7 +62,8 @@ def count_attention_output(
     with the one head ``v``. Checks its arguments as that function does (shapes,
     dtypes, devices, vocabulary, finiteness)."""
     check_parameters(E, p, v)
-    return count_heads_output(E, p, v[:, None], counts)[:, 0]
+    counts = check_counts(counts, E.shape[0]).to(E.device)
+    return count_heads_output_unchecked(E, p, v[:, None], counts)[:, 0]
 
 
 def dense_attention_output(
@@ -66,7 +73,7 @@ def dense_attention_output(
     (reference)."""
     check_parameters(E, p, v)
     check_finite(E=E, p=p, v=v)
-    ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
+    ids, mask = pad_arrays(check_sequences(sequences, E.shape[0]), E.device)
     emb = E[ids]  # (n, T, d)
     logits = (emb @ p).masked_fill(~mask, -torch.inf)
     attn = torch.softmax(logits, dim=1)
@@ -92,8 +99,8 @@ def attention_output(
     Differentiable in ``E``, ``p`` and ``v``. Raises ``ValueError`` on malformed input.
     """
     check_parameters(E, p, v)
-    counts = as_token_counts(sequences, E.shape[0]).to(E.device)
-    return count_attention_output(E, p, v, counts)
+    counts = token_counts_over(sequences, E.shape[0]).to(E.device)
+    return count_heads_output_unchecked(E, p, v[:, None], counts)[:, 0]
 
 
 def attention_weights(
@@ -101,7 +108,7 @@ def attention_weights(
 ) -> torch.Tensor:
     """Softmax weight of every *position* of one sequence (sums to one)."""
     check_parameters(E, p, p)
-    (arr,) = validate_sequences([sequence], E.shape[0])
+    (arr,) = check_sequences([sequence], E.shape[0])
     ids = torch.from_numpy(arr).to(E.device)
     check_finite(E=E, p=p)
     logits = E[ids] @ p
@@ -118,5 +125,5 @@ def token_attention(
     the row ``i`` and token ``s`` stored at position ``k``; each row sums to one.
     """
     check_parameters(E, p, p)
-    counts = as_token_counts(counts, E.shape[0])
-    return row_terms(E, p, torch.zeros_like(p)[:, None], counts).pi
+    counts = token_counts_over(counts, E.shape[0]).to(E.device)
+    return row_terms_unchecked(E, p, torch.zeros_like(p)[:, None], counts).pi

@@ -32,9 +32,11 @@ instead. The five passes over memory (the scores, the two count products, the wr
 their unchecked form: :func:`count_heads_output` has checked everything they rely on.
 
 :func:`count_heads_output` is the entry point. It checks shapes, dtypes, devices and the
-vocabulary of the counts before any compiled pass runs, and non-finite values from the
-scores it computes anyway (a NaN or infinity in ``E`` makes its row's score non-finite),
-so that the check costs no extra pass over ``E``.
+vocabulary of the counts once (:func:`check_heads_arguments`), before any compiled pass
+runs, then calls :func:`count_heads_output_unchecked`, which the other entry points
+call after checking their own arguments. Non-finite values are found from the scores
+the forward pass computes anyway (a NaN or infinity in ``E`` makes its row's score
+non-finite), so that the check costs no extra pass over ``E``.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from attnbook.engine import kernels
-from attnbook.engine.counts import ArgumentTypeError, TokenCounts
+from attnbook.engine.counts import TokenCounts, check_counts
 from attnbook.engine.memory import gradient_buffer
 from attnbook.engine.segments import segment_max
-from attnbook.models.parameters import (
+from attnbook.validation import (
     check_finite_scores,
     check_head_matrix,
     check_parameters,
@@ -57,29 +59,16 @@ from attnbook.models.parameters import (
 __all__ = [
     "CANCELLATION_LIMIT",
     "RowTerms",
-    "check_counts",
+    "check_heads_arguments",
     "count_heads_output",
+    "count_heads_output_unchecked",
     "row_terms",
+    "row_terms_unchecked",
 ]
 
 #: Largest ``||p|| max|B| / min_k ||W_k||`` for which the vocabulary-shift backward
 #: is used: its error relative to the gradient's scale stays below about 1000 ``eps``.
 CANCELLATION_LIMIT = 512.0
-
-
-def check_counts(counts: object, vocab_size: int, name: str = "counts") -> TokenCounts:
-    """``counts`` if it is a :class:`TokenCounts` over exactly ``vocab_size`` tokens;
-    raise otherwise (``name`` names the argument in the message)."""
-    if not isinstance(counts, TokenCounts):
-        raise ArgumentTypeError(
-            f"{name} must be a TokenCounts, got {type(counts).__name__}"
-        )
-    if counts.vocab_size != vocab_size:
-        raise ValueError(
-            f"{name} was built for a vocabulary of {counts.vocab_size} tokens, but E "
-            f"has {vocab_size} rows"
-        )
-    return counts
 
 
 class RowTerms:
@@ -122,7 +111,14 @@ def row_terms(
 ) -> RowTerms:
     """:class:`RowTerms` of the model ``(E, p, W)`` on ``counts`` (no gradient),
     after the checks of :func:`count_heads_output`."""
-    counts = _checked(E, p, W, counts)
+    return row_terms_unchecked(E, p, W, check_heads_arguments(E, p, W, counts))
+
+
+def row_terms_unchecked(
+    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+) -> RowTerms:
+    """:func:`row_terms` of arguments already checked (``counts`` on ``E``'s device);
+    only the finiteness of the scores is checked, from the scores themselves."""
     with torch.no_grad():
         scores = E @ torch.cat((p[:, None], W), dim=1)
         check_finite_scores(scores, E=E, p=p, W=W)
@@ -211,9 +207,12 @@ def _vocabulary_shift_gradient(ctx, g: torch.Tensor) -> torch.Tensor:
     return G
 
 
-def _checked(
+def check_heads_arguments(
     E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: object
 ) -> TokenCounts:
+    """Check the arguments of :func:`count_heads_output` (all but their finiteness,
+    which the forward pass finds from the scores); return ``counts`` on ``E``'s
+    device."""
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
     return check_counts(counts, E.shape[0]).to(E.device)
@@ -231,5 +230,13 @@ def count_heads_output(
     a wrong type, shape, dtype, device or vocabulary, and for NaN or infinity in ``E``,
     ``p`` or ``W``.
     """
-    counts = _checked(E, p, W, counts)
+    counts = check_heads_arguments(E, p, W, counts)
+    return count_heads_output_unchecked(E, p, W, counts)
+
+
+def count_heads_output_unchecked(
+    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+) -> torch.Tensor:
+    """:func:`count_heads_output` of arguments already checked (``counts`` on ``E``'s
+    device): for the entry points that have checked them."""
     return _CountAttention.apply(E, p, W, counts)

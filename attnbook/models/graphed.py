@@ -19,7 +19,8 @@ import torch
 from attnbook.engine.counts import TokenCounts
 from attnbook.engine.gpu_passes import count_layout
 from attnbook.models.gpu_attention import gpu_count_attention_output
-from attnbook.models.losses import logistic_loss
+from attnbook.models.losses import logistic_loss_unchecked
+from attnbook.validation import as_signed_labels
 
 __all__ = ["GraphedGradient"]
 
@@ -69,6 +70,7 @@ class GraphedGradient:
                 f"labels must have shape ({counts.n_sequences},), got "
                 f"{tuple(labels.shape)}"
             )
+        y = as_signed_labels(y, counts.n_sequences, dtype=E.dtype)  # checked once
         count_layout(counts, E.dtype)  # built now: not inside the capture
         self._counts, self._labels = counts, y
 
@@ -90,7 +92,7 @@ class GraphedGradient:
 
     def _loss_and_backward(self) -> torch.Tensor:
         E, p, v = self.params
-        loss = logistic_loss(
+        loss = logistic_loss_unchecked(
             gpu_count_attention_output(E, p, v, self._counts), self._labels
         )
         loss.backward()

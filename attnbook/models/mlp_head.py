@@ -21,20 +21,17 @@ from dataclasses import dataclass
 
 import torch
 
-from attnbook.engine.counts import (
-    ArgumentTypeError,
-    TokenCounts,
-    as_token_counts,
-    padded_token_ids,
-)
+from attnbook.engine.counts import TokenCounts, pad_arrays, token_counts_over
 from attnbook.engine.segments import segment_max
-from attnbook.models.parameters import (
+from attnbook.models.parameters import init_parameters, one_layer_layout
+from attnbook.validation import (
     check_finite,
     check_finite_scores,
+    check_instance,
     check_parameter_dict,
     check_parameters,
-    init_parameters,
-    one_layer_layout,
+    check_sequences,
+    check_vocabulary,
 )
 
 __all__ = [
@@ -93,10 +90,7 @@ class PooledIndex:
 
     @classmethod
     def build(cls, counts: TokenCounts) -> "PooledIndex":
-        if not isinstance(counts, TokenCounts):
-            raise ArgumentTypeError(
-                f"counts must be a TokenCounts, got {type(counts).__name__}"
-            )
+        check_instance(counts, TokenCounts, "counts")
         rows = counts.row_ids
         perm = torch.argsort(
             counts.token_ids, stable=True
@@ -180,11 +174,15 @@ def pooled_embedding(
     """
     check_parameters(E, p, p)
     index = counts if isinstance(counts, PooledIndex) else PooledIndex.build(counts)
-    if index.counts.vocab_size != E.shape[0]:
-        raise ValueError(
-            f"counts were built for a vocabulary of {index.counts.vocab_size} tokens, "
-            f"but E has {E.shape[0]} rows"
-        )
+    check_vocabulary(index.counts.vocab_size, E.shape[0], plural=True)
+    return _pooled_embedding(E, p, index)
+
+
+def _pooled_embedding(
+    E: torch.Tensor, p: torch.Tensor, index: PooledIndex
+) -> torch.Tensor:
+    """:func:`pooled_embedding` of checked arguments (the scores checked for
+    finiteness as they are computed)."""
     index = index.to(E.device)
     c = index.counts
     scores = E @ p
@@ -199,7 +197,6 @@ def pooled_embedding(
 
 
 def _head(params: dict[str, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
-    check_finite(A=params["A"], c=params["c"], v=params["v"])
     return torch.relu(z @ params["A"].T + params["c"]) @ params["v"]
 
 
@@ -209,13 +206,15 @@ def mlp_attention_output(
     """``f(X_i)`` for every sequence (a :class:`PooledIndex`, a :class:`TokenCounts` or
     a list of token-id sequences)."""
     check_mlp_parameters(params)
+    V = params["E"].shape[0]
     if isinstance(sequences, PooledIndex):
-        if sequences.counts.vocab_size != params["E"].shape[0]:
-            raise ValueError("the index was built for another vocabulary size than E's")
-        counts = sequences
+        check_vocabulary(sequences.counts.vocab_size, V, "PooledIndex")
+        index = sequences
     else:
-        counts = PooledIndex.build(as_token_counts(sequences, params["E"].shape[0]))
-    return _head(params, pooled_embedding(params["E"], params["p"], counts))
+        index = PooledIndex.build(token_counts_over(sequences, V))
+    z = _pooled_embedding(params["E"], params["p"], index)
+    check_finite(A=params["A"], c=params["c"], v=params["v"])
+    return _head(params, z)
 
 
 def dense_mlp_attention_output(
@@ -226,7 +225,7 @@ def dense_mlp_attention_output(
     check_mlp_parameters(params)
     check_finite(**params)
     E = params["E"]
-    ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
+    ids, mask = pad_arrays(check_sequences(sequences, E.shape[0]), E.device)
     x = E[ids]
     attn = torch.softmax((x @ params["p"]).masked_fill(~mask, -torch.inf), dim=1)
     z = (attn[..., None] * x).sum(dim=1)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnbook.engine.counts import ArgumentTypeError, as_token_counts, check_count
-from attnbook.models.count_engine import count_heads_output
-from attnbook.models.parameters import (
+from attnbook.engine.counts import token_counts_over
+from attnbook.models.count_engine import count_heads_output_unchecked
+from attnbook.validation import (
+    ArgumentTypeError,
+    check_count,
     check_finite,
     check_float_tensor,
     check_head_matrix,
@@ -26,6 +28,7 @@ __all__ = [
     "multiclass_output",
     "as_class_labels",
     "cross_entropy_loss",
+    "cross_entropy_loss_unchecked",
 ]
 
 
@@ -53,8 +56,8 @@ def multiclass_output(
     arguments as :func:`attnbook.models.count_engine.count_heads_output` does."""
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
-    counts = as_token_counts(sequences, E.shape[0])
-    return count_heads_output(E, p, W, counts)  # two sparse products per gradient
+    counts = token_counts_over(sequences, E.shape[0]).to(E.device)
+    return count_heads_output_unchecked(E, p, W, counts)  # two sparse products/grad
 
 
 def as_class_labels(
@@ -101,7 +104,13 @@ def cross_entropy_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tens
             f"{tuple(scores.shape)}"
         )
     y = as_class_labels(labels, scores.shape[1], scores.shape[0])
-    loss = torch.nn.functional.cross_entropy(scores, y.to(scores.device))
+    loss = cross_entropy_loss_unchecked(scores, y.to(scores.device))
     if not bool(torch.isfinite(loss)):
         check_finite(scores=scores)
     return loss
+
+
+def cross_entropy_loss_unchecked(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """:func:`cross_entropy_loss` of checked arguments (``y`` int64 class ids on the
+    device of ``scores``)."""
+    return torch.nn.functional.cross_entropy(scores, y)

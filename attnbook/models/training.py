@@ -7,19 +7,21 @@ metrics, and stops early when a user rule says so.
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import torch
 
-from attnbook.data.labels import as_signed_labels
-from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
-from attnbook.models.attention import count_attention_output
-from attnbook.models.count_engine import check_counts
-from attnbook.models.losses import logistic_loss
-from attnbook.models.parameters import check_parameters
+from attnbook.engine.counts import TokenCounts, check_counts
+from attnbook.models.count_engine import count_heads_output_unchecked
+from attnbook.models.losses import logistic_loss_unchecked
+from attnbook.validation import (
+    ArgumentTypeError,
+    as_signed_labels,
+    check_count,
+    check_parameters,
+    check_positive_real,
+)
 
 __all__ = [
     "OPTIMIZERS",
@@ -39,17 +41,18 @@ def binary_loss_closure(
     ``counts``.
 
     ``params`` holds ``E``, ``p`` and ``v`` (checked as by
-    :func:`attnbook.models.parameters.check_parameters`), ``counts`` is a
-    :class:`TokenCounts` over ``E``'s vocabulary and ``labels`` are -1/+1, one per
-    sequence (checked here once, and again, cheaply, at every call)."""
+    :func:`attnbook.validation.check_parameters`), ``counts`` is a :class:`TokenCounts`
+    over ``E``'s vocabulary and ``labels`` are -1/+1, one per sequence: all checked
+    here, once. The closure reads the tensors of ``params`` at every call (a training
+    loop updates them in place) without checking them again."""
     E, p, v = _one_layer_parameters(params)
-    check_counts(counts, E.shape[0])
+    counts = check_counts(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
 
     def loss() -> torch.Tensor:
-        return logistic_loss(
-            count_attention_output(params["E"], params["p"], params["v"], counts), y
-        )
+        E, p, v = params["E"], params["p"], params["v"]
+        f = count_heads_output_unchecked(E, p, v[:, None], counts)[:, 0]
+        return logistic_loss_unchecked(f, y)
 
     return loss
 
@@ -149,12 +152,7 @@ def fit(
     """
     steps = check_count(steps, "steps", minimum=0)
     eval_every = check_count(eval_every, "eval_every")
-    if (
-        isinstance(lr, bool)
-        or not isinstance(lr, numbers.Real)
-        or not 0 < lr < math.inf
-    ):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    check_positive_real(lr, "lr")
     for name, fn in (("loss_fn", loss_fn), ("evaluate", evaluate), ("stop", stop)):
         if not callable(fn) and not (fn is None and name != "loss_fn"):
             raise ArgumentTypeError(f"{name} must be callable, got {type(fn).__name__}")

@@ -37,19 +37,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnbook.engine.counts import (
-    ArgumentTypeError,
-    TokenCounts,
-    as_token_counts,
+from attnbook.engine.counts import TokenCounts, pad_arrays, token_counts_over
+from attnbook.models.parameters import init_parameters, one_layer_layout
+from attnbook.validation import (
     check_count,
-    padded_token_ids,
-)
-from attnbook.models.parameters import (
     check_finite,
     check_finite_scores,
+    check_instance,
     check_parameter_dict,
-    init_parameters,
-    one_layer_layout,
+    check_sequences,
+    check_vocabulary,
 )
 
 __all__ = [
@@ -132,11 +129,12 @@ def pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
     """Sort the sequences of ``counts`` by their number ``m`` of distinct tokens and cut
     them into blocks of at most ``max_slots`` query-key slots (``b m^2``; one sequence
     per block at least)."""
-    if not isinstance(counts, TokenCounts):
-        raise ArgumentTypeError(
-            f"counts must be a TokenCounts, got {type(counts).__name__}"
-        )
-    max_slots = check_count(max_slots, "max_slots")
+    check_instance(counts, TokenCounts, "counts")
+    return _pair_blocks(counts, check_count(max_slots, "max_slots"))
+
+
+def _pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
+    """:func:`pair_blocks` of checked arguments."""
     indptr = counts.indptr.cpu().numpy()
     toks = counts.token_ids.cpu().numpy()
     cnts = counts.counts.cpu().numpy()
@@ -216,13 +214,9 @@ def two_layer_output(
     E, W1 = params["E"], params["W1"]
     if isinstance(sequences, PairBlocks):
         blocks = sequences
-        if blocks.vocab_size != E.shape[0]:
-            raise ValueError(
-                f"blocks were built for {blocks.vocab_size} tokens, but E has "
-                f"{E.shape[0]} rows"
-            )
+        check_vocabulary(blocks.vocab_size, E.shape[0], "blocks", plural=True)
     else:
-        blocks = pair_blocks(as_token_counts(sequences, E.shape[0]))
+        blocks = _pair_blocks(token_counts_over(sequences, E.shape[0]))
     blocks = blocks.to(E.device)
     q = effective_query(params)
     scalars = E @ torch.stack(
@@ -257,7 +251,7 @@ def dense_two_layer_output(
     check_two_layer_parameters(params)
     check_finite(**params)
     E = params["E"]
-    ids, mask = padded_token_ids(sequences, E.shape[0], E.device)  # (n, T) each
+    ids, mask = pad_arrays(check_sequences(sequences, E.shape[0]), E.device)
     x = E[ids]  # (n, T, d)
     # layer 1: query position i, key position j, score x_j . W1 x_i
     logits1 = torch.einsum("njd,de,nie->nij", x, params["W1"], x)

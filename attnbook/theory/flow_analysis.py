@@ -12,12 +12,12 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from attnbook.data.labels import as_signed_labels
 from attnbook.engine.counts import as_token_counts
 from attnbook.models.parameters import init_parameters
 from attnbook.theory.flow import FlowPath, FlowProblem, finite_number
 from attnbook.theory.max_margin import selection_gaps, selection_sets
 from attnbook.theory.one_step import one_gradient_step
+from attnbook.validation import as_signed_labels
 
 __all__ = [
     "selected_mass",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.data.labels import as_signed_labels
 from attnbook.engine.counts import TokenCounts, as_token_counts
+from attnbook.validation import as_signed_labels
 
 __all__ = ["average_signed_frequency"]
 

@@ -26,22 +26,23 @@ from typing import Mapping
 import numpy as np
 import torch
 
-from attnbook.data.labels import as_signed_labels
-from attnbook.engine.counts import ArgumentTypeError, as_token_counts, check_count
-from attnbook.models.attention import count_attention_output
-from attnbook.models.count_engine import row_terms
-from attnbook.models.losses import logistic_loss
-from attnbook.models.multiclass import (
-    as_class_labels,
-    cross_entropy_loss,
-    multiclass_output,
+from attnbook.engine.counts import TokenCounts, as_token_counts, token_counts_over
+from attnbook.models.count_engine import (
+    count_heads_output_unchecked,
+    row_terms_unchecked,
 )
-from attnbook.models.parameters import (
+from attnbook.models.losses import logistic_loss_unchecked
+from attnbook.models.multiclass import as_class_labels, cross_entropy_loss_unchecked
+from attnbook.validation import (
+    ArgumentTypeError,
+    as_signed_labels,
+    check_count,
     check_finite,
     check_finite_scores,
     check_float_tensor,
     check_head_matrix,
     check_parameters,
+    check_positive_real,
 )
 
 __all__ = [
@@ -54,17 +55,6 @@ __all__ = [
     "class_signed_frequency",
     "predicted_class_alignment",
 ]
-
-
-def _check_eta(eta: float) -> float:
-    if (
-        isinstance(eta, bool)
-        or not isinstance(eta, (int, float, np.floating, np.integer))
-        or not np.isfinite(eta)
-        or eta <= 0
-    ):
-        raise ValueError(f"step size eta must be a positive finite number, got {eta!r}")
-    return float(eta)
 
 
 def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor, ...]:
@@ -80,6 +70,16 @@ def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor
     return params["E"].detach(), params["p"].detach(), params[head].detach()
 
 
+def _binary_data(
+    E: torch.Tensor, counts: object, labels: object
+) -> tuple[TokenCounts, torch.Tensor]:
+    """The counts (on ``E``'s device) and the -1/+1 labels (``E``'s dtype), checked
+    against a checked ``E``."""
+    counts = token_counts_over(counts, E.shape[0]).to(E.device)
+    y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
+    return counts, y
+
+
 def one_step_coefficients(
     E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: object, labels: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,9 +92,18 @@ def one_step_coefficients(
     """
     check_parameters(E, p, v)
     E, p, v = E.detach(), p.detach(), v.detach()
-    counts = as_token_counts(counts, E.shape[0]).to(E.device)
-    y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
-    terms = row_terms(E, p, v[:, None], counts)  # relative to each row's top token
+    return _coefficients(E, p, v, *_binary_data(E, counts, labels))
+
+
+def _coefficients(
+    E: torch.Tensor,
+    p: torch.Tensor,
+    v: torch.Tensor,
+    counts: TokenCounts,
+    y: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`one_step_coefficients` of checked arguments (detached)."""
+    terms = row_terms_unchecked(E, p, v[:, None], counts)  # relative to each row's top
     rows, tok, pi = terms.rows, terms.tokens, terms.pi
     b_tok = terms.B[tok, 0]
     f = torch.zeros_like(terms.gap[:, 0]).index_add(0, rows, pi * b_tok)
@@ -123,8 +132,7 @@ def first_order_coefficients(
     """
     check_parameters(E, p, v)
     E, p, v = E.detach(), p.detach(), v.detach()
-    counts = as_token_counts(counts, E.shape[0]).to(E.device)
-    y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
+    counts, y = _binary_data(E, counts, labels)
     scores = E @ torch.stack((p, v), dim=1)
     check_finite_scores(scores, E=E, p=p, v=v)
     a, b = scores.unbind(1)
@@ -158,22 +166,19 @@ def one_gradient_step(
     formula of :func:`one_step_coefficients`) or ``"autograd"``. Returns a new detached
     ``(V, d)`` tensor.
     """
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     E, p, v = _params(params, "v")
     if method not in ("closed_form", "autograd"):
         raise ValueError(f"method must be 'closed_form' or 'autograd', got {method!r}")
+    check_parameters(E, p, v)
+    counts, y = _binary_data(E, counts, labels)
     if method == "closed_form":
-        c_v, c_p = one_step_coefficients(E, p, v, counts, labels)
+        c_v, c_p = _coefficients(E, p, v, counts, y)
         return E + eta * (c_v[:, None] * v[None, :] + c_p[:, None] * p[None, :])
-    if method == "autograd":
-        check_parameters(E, p, v)
-        counts = as_token_counts(counts, E.shape[0]).to(E.device)
-        y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
-        E_var = E.clone().requires_grad_(True)
-        loss = logistic_loss(count_attention_output(E_var, p, v, counts), y)
-        (grad,) = torch.autograd.grad(loss, E_var)
-        return (E - eta * grad).detach()
-    raise ValueError(f"method must be 'closed_form' or 'autograd', got {method!r}")
+    E_var = E.clone().requires_grad_(True)
+    f = count_heads_output_unchecked(E_var, p, v[:, None], counts)[:, 0]
+    (grad,) = torch.autograd.grad(logistic_loss_unchecked(f, y), E_var)
+    return (E - eta * grad).detach()
 
 
 def one_gradient_step_multiclass(
@@ -182,14 +187,15 @@ def one_gradient_step_multiclass(
     """``E - eta * grad_E L`` for the K-class model with head ``params["W"]`` ``(d, K)``
     and the cross-entropy loss on class ids ``labels`` in ``{0, ..., K-1}``. Returns a
     new ``(V, d)``."""
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     E, p, W = _params(params, "W")
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
-    counts = as_token_counts(counts, E.shape[0]).to(E.device)
+    counts = token_counts_over(counts, E.shape[0]).to(E.device)
     y = as_class_labels(labels, W.shape[1], counts.n_sequences).to(E.device)
     E_var = E.clone().requires_grad_(True)
-    loss = cross_entropy_loss(multiclass_output(E_var, p, W, counts), y)
+    scores = count_heads_output_unchecked(E_var, p, W, counts)
+    loss = cross_entropy_loss_unchecked(scores, y)
     (grad,) = torch.autograd.grad(loss, E_var)
     return (E - eta * grad).detach()
 
@@ -199,7 +205,7 @@ def predicted_value_alignment(
 ) -> torch.Tensor:
     """The leading-order prediction ``(eta / 2) alpha_s ||v||^2`` of ``E_s . v`` after
     one step."""
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     alpha, v = _as_tensor(alpha, "alpha"), _as_tensor(v, "v")
     if alpha.ndim != 1 or v.ndim != 1:
         raise ValueError("alpha must be (V,) and v must be (d,)")
@@ -211,7 +217,7 @@ def predicted_cls_alignment(
 ) -> torch.Tensor:
     """The leading-order change ``(eta / 2) alpha_s (v . p)`` of ``E_s . p`` in one
     step."""
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     alpha, v, p = _as_tensor(alpha, "alpha"), _as_tensor(v, "v"), _as_tensor(p, "p")
     if alpha.ndim != 1 or v.ndim != 1 or p.shape != v.shape:
         raise ValueError("alpha must be (V,), v and p must be (d,) of one shape")
@@ -246,7 +252,7 @@ def predicted_class_alignment(
     With ``cross_terms`` it is ``eta * gamma @ (W^T W)``; without, ``eta gamma_sk
     ||v_k||^2``.
     """
-    eta = _check_eta(eta)
+    eta = check_positive_real(eta, "step size eta")
     gamma, W = _as_tensor(gamma, "gamma"), _as_tensor(W, "W")
     if gamma.ndim != 2 or W.ndim != 2 or gamma.shape[1] != W.shape[1]:
         raise ValueError("gamma must be (V, K) and W must be (d, K) with the same K")

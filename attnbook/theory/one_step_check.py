@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
+from attnbook.engine.counts import TokenCounts
 from attnbook.models.parameters import init_parameters
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.one_step import (
@@ -27,6 +26,7 @@ from attnbook.theory.one_step import (
     predicted_cls_alignment,
     predicted_value_alignment,
 )
+from attnbook.validation import ArgumentTypeError, check_count, check_finite_real
 
 __all__ = [
     "one_step_layout",
@@ -85,12 +85,7 @@ def init_one_step(
     """
     scales = dict(init_scale=init_scale, head_scale=head_scale, cls_scale=cls_scale)
     for name, value in scales.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Real)
-            or not math.isfinite(value)
-        ):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        check_finite_real(value, name)
     if not init_scale > 0 or not head_scale > 0 or not cls_scale >= 0:
         raise ValueError(
             "init_scale and head_scale must be positive, cls_scale non-negative"

@@ -1,0 +1,383 @@
+"""The argument checks of attnbook, in one place.
+
+The helpers below check integer counts, real numbers, random generators, float tensors
+(type, dtype, layout, shape, device), finiteness, the parameters of the attention
+models, token-id sequences (non-empty, integer, inside the vocabulary) and binary labels
+(-1 or +1 only: the book's one label policy). Each raises a ``ValueError`` (or an
+:class:`ArgumentTypeError`, which is both a ``TypeError`` and a ``ValueError``) whose
+message names the argument at fault. An entry point of the package checks its arguments
+once with them, then calls inner functions that do not check again (the count engine's
+``*_unchecked`` functions, the losses' ``*_unchecked`` forms); nothing remembers which
+objects were checked before. Checks that only one module needs (the invariants of
+:class:`attnbook.engine.counts.TokenCounts`, class ids, the compiled passes' own
+arguments) stay beside their code.
+
+This module imports nothing of attnbook, so that every layer can use it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Callable, Mapping, Sequence, TypeVar
+
+import numpy as np
+import torch
+
+__all__ = [
+    "ArgumentTypeError",
+    "FLOAT_DTYPES",
+    "check_count",
+    "check_instance",
+    "check_positive_real",
+    "check_finite_real",
+    "check_generator",
+    "check_float_dtype",
+    "check_float_tensor",
+    "check_finite",
+    "check_finite_scores",
+    "check_parameters",
+    "check_head_matrix",
+    "check_parameter_dict",
+    "check_vocabulary",
+    "check_sequences",
+    "validate_sequences",
+    "as_signed_labels",
+    "check_outputs_and_labels",
+]
+
+FLOAT_DTYPES = (torch.float32, torch.float64)
+
+T = TypeVar("T")
+
+
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type or dtype. It is both a ``TypeError`` and a
+    ``ValueError``, so that code catching either (the book's checks catch
+    ``ValueError`` for every bad input) sees it."""
+
+
+# ---------------------------------------------------------------------- numbers
+def check_instance(value: object, kind: type[T], name: str) -> T:
+    """``value`` if it is a ``kind``; raise :class:`ArgumentTypeError` naming ``name``
+    otherwise."""
+    if not isinstance(value, kind):
+        raise ArgumentTypeError(
+            f"{name} must be a {kind.__name__}, got {type(value).__name__}"
+        )
+    return value
+
+
+def check_count(value: object, name: str, minimum: int = 1) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool) of at least ``minimum``;
+    raise naming ``name`` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(
+            f"{name} must be an integer, got {type(value).__name__} {value!r}"
+        )
+    if value < minimum:
+        least = {0: "non-negative", 1: "positive"}.get(minimum, f">= {minimum}")
+        raise ValueError(f"{name} must be {least}, got {value}")
+    return int(value)
+
+
+def check_positive_real(
+    value: object, name: str, what: str = "a positive finite number"
+) -> float:
+    """``value`` as a ``float`` if it is a real number (not a bool), positive and
+    finite; raise ``ValueError`` naming ``name`` (and saying it must be ``what``)
+    otherwise."""
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, numbers.Real)
+        or not 0 < value < math.inf
+    ):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return float(value)
+
+
+def check_finite_real(value: object, name: str) -> float:
+    """``value`` as a ``float`` if it is a finite real number (not a bool); raise
+    naming ``name`` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return float(value)
+
+
+def check_generator(rng: object) -> np.random.Generator:
+    """``rng`` if it is a ``numpy.random.Generator``; raise otherwise."""
+    if not isinstance(rng, np.random.Generator):
+        raise ArgumentTypeError(
+            "rng must be a numpy.random.Generator (see "
+            f"attnbook.runtime.seed_everything), got {type(rng).__name__}"
+        )
+    return rng
+
+
+# ---------------------------------------------------------------------- tensors
+def check_float_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
+    """``dtype`` if it is ``torch.float32`` or ``torch.float64``; raise otherwise."""
+    if dtype not in FLOAT_DTYPES:
+        raise ArgumentTypeError(
+            f"{name} must be torch.float32 or torch.float64, got {dtype}"
+        )
+    return dtype  # type: ignore[return-value]
+
+
+def check_float_tensor(t: object, name: str) -> torch.Tensor:
+    """``t`` if it is a dense float32 or float64 torch tensor; raise
+    :class:`ArgumentTypeError` naming it otherwise."""
+    if not isinstance(t, torch.Tensor):
+        raise ArgumentTypeError(
+            f"{name} must be a torch tensor, got {type(t).__name__}"
+        )
+    if t.dtype not in FLOAT_DTYPES:
+        raise ArgumentTypeError(
+            f"{name} has dtype {t.dtype}; use torch.float32 or torch.float64"
+        )
+    if t.layout != torch.strided:
+        raise ArgumentTypeError(f"{name} must be a dense tensor, got layout {t.layout}")
+    return t
+
+
+def check_finite(**tensors: torch.Tensor) -> None:
+    """Raise ``ValueError`` naming the first of ``tensors`` (given by keyword) that
+    holds NaN or infinity (one pass over each)."""
+    for name, t in tensors.items():
+        bad = ~torch.isfinite(t.detach())
+        if bool(bad.any()):
+            n_nan = int(torch.isnan(t.detach()).sum())
+            raise ValueError(
+                f"{name} holds {int(bad.sum())} non-finite value(s) ({n_nan} NaN); "
+                "every entry must be finite"
+            )
+
+
+def check_finite_scores(scores: torch.Tensor, **inputs: torch.Tensor) -> None:
+    """Raise ``ValueError`` when ``scores``, computed from ``inputs`` (by keyword), hold
+    NaN or infinity: naming the input that does, or saying that the scores overflow.
+
+    A model's scores ``E @ p`` touch every entry of ``E``, so checking them (a ``(V,)``
+    array) finds a NaN or infinity in ``E`` without a pass over ``E`` itself."""
+    if bool(torch.isfinite(scores).all()):
+        return
+    check_finite(**inputs)
+    raise ValueError(
+        f"the scores computed from {', '.join(inputs)} overflow the range of "
+        f"{scores.dtype}; rescale them"
+    )
+
+
+# ------------------------------------------------------------ model parameters
+def check_parameters(E: object, p: object, v: object) -> None:
+    """Raise ``ValueError`` unless ``E`` is (V, d) and ``p``, ``v`` are (d,) float
+    tensors of one dtype (float32 or float64) on one device (a wrong type or dtype
+    raises :class:`ArgumentTypeError`)."""
+    E, p, v = (check_float_tensor(t, n) for n, t in (("E", E), ("p", p), ("v", v)))
+    if E.ndim != 2 or E.shape[0] == 0 or E.shape[1] == 0:
+        raise ValueError(
+            f"E must have shape (V, d) with V, d > 0, got {tuple(E.shape)}"
+        )
+    d = E.shape[1]
+    for name, t in (("p", p), ("v", v)):
+        if t.shape != (d,):
+            raise ValueError(
+                f"{name} must have shape ({d},) to match E, got {tuple(t.shape)}"
+            )
+    if not (E.dtype == p.dtype == v.dtype):
+        raise ValueError(
+            f"E, p, v must share one dtype, got {E.dtype}, {p.dtype}, {v.dtype}"
+        )
+    if not (E.device == p.device == v.device):
+        raise ValueError(
+            f"E, p, v must be on one device, got {E.device}, {p.device}, {v.device}"
+        )
+
+
+def check_head_matrix(W: object, E: torch.Tensor) -> None:
+    """Raise unless ``W`` is a ``(d, K)`` float tensor, ``K >= 1``, with ``E``'s ``d``
+    (``E`` itself, and the dtype and device they share, are checked by
+    :func:`check_parameters` with ``W[:, 0]``)."""
+    W = check_float_tensor(W, "W")
+    if W.ndim != 2 or W.shape[1] == 0:
+        raise ValueError(f"W must be a (d, K) tensor with K >= 1, got {tuple(W.shape)}")
+    if isinstance(E, torch.Tensor) and E.ndim == 2 and W.shape[0] != E.shape[1]:
+        raise ValueError(
+            f"W must have shape ({E.shape[1]}, K) to match E, got {tuple(W.shape)}"
+        )
+
+
+def check_parameter_dict(
+    params: object,
+    shapes: Callable[[int], dict[str, tuple[int, ...]]],
+    model: str,
+) -> None:
+    """Raise ``ValueError`` unless ``params`` holds a float32/float64 ``E`` of shape (V,
+    d) and, for every ``name, shape`` in ``shapes(d)``, a tensor of that shape with
+    ``E``'s dtype and device. ``model`` names the model in the messages (``"MLP-head"``,
+    ``"two-layer"``)."""
+    if not isinstance(params, Mapping):
+        raise ArgumentTypeError(
+            f"{model} parameters must be a mapping of names to tensors, got "
+            f"{type(params).__name__}"
+        )
+    missing = [k for k in ("E", *shapes(1)) if k not in params]
+    if missing:
+        raise ValueError(
+            f"{model} parameters lack {missing}; expected {['E', *shapes(1)]}"
+        )
+    E = check_float_tensor(params["E"], "E")
+    if E.ndim != 2 or min(E.shape) == 0:
+        raise ValueError("E must be a (V, d) tensor with V, d > 0")
+    for name, shape in shapes(E.shape[1]).items():
+        t = check_float_tensor(params[name], name)
+        if tuple(t.shape) != shape:
+            raise ValueError(
+                f"{name} must have shape {shape} to match E, got {tuple(t.shape)}"
+            )
+        if t.dtype != E.dtype or t.device != E.device:
+            raise ValueError(
+                f"{name} must share E's dtype ({E.dtype}) and device ({E.device})"
+            )
+
+
+# ------------------------------------------------------------- token sequences
+def check_vocabulary(
+    built_for: int, vocab_size: int, name: str = "counts", *, plural: bool = False
+) -> None:
+    """Raise ``ValueError`` unless a corpus structure ``name`` (a plural noun when
+    ``plural``) built for a vocabulary of ``built_for`` tokens matches the
+    ``vocab_size`` rows of ``E``."""
+    if built_for != vocab_size:
+        raise ValueError(
+            f"{name} {'were' if plural else 'was'} built for a vocabulary of "
+            f"{built_for} tokens, but E has {vocab_size} rows"
+        )
+
+
+def _as_int_array(seq: object, index: int) -> np.ndarray:
+    """One sequence as a 1-D int64 NumPy array, with a clear error for anything else."""
+    if isinstance(seq, torch.Tensor):
+        if (
+            seq.dtype.is_floating_point
+            or seq.dtype.is_complex
+            or seq.dtype == torch.bool
+        ):
+            raise ValueError(
+                f"sequence {index} has dtype {seq.dtype}; token ids must be integers"
+            )
+        arr = seq.detach().cpu().numpy()
+    else:
+        arr = np.asarray(seq)
+        if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
+            if arr.size == 0 and arr.ndim == 1:
+                arr = arr.astype(np.int64)
+            else:
+                raise ValueError(
+                    f"sequence {index} has dtype {arr.dtype}; token ids must be "
+                    "integers"
+                )
+    if arr.ndim != 1:
+        raise ValueError(f"sequence {index} must be 1-D, got shape {tuple(arr.shape)}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _sequence_list(sequences: object) -> Sequence:
+    """``sequences`` if it is a non-empty list (or tuple) of sequences."""
+    if isinstance(sequences, (np.ndarray, torch.Tensor)) or not isinstance(
+        sequences, Sequence
+    ):
+        raise ValueError(
+            "sequences must be a list of 1-D integer arrays or tensors "
+            f"(one per sequence), got {type(sequences).__name__}"
+        )
+    if len(sequences) == 0:
+        raise ValueError("sequences is empty: at least one sequence is needed")
+    return sequences
+
+
+def _token_arrays(sequences: Sequence, vocab_size: int) -> list[np.ndarray]:
+    """The sequences as int64 arrays, after checking each is non-empty, 1-D, of
+    integers in ``[0, vocab_size)``."""
+    arrays = [_as_int_array(seq, i) for i, seq in enumerate(sequences)]
+    for i, arr in enumerate(arrays):
+        if arr.size == 0:
+            raise ValueError(
+                f"sequence {i} is empty: every sequence needs at least one token"
+            )
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= vocab_size:
+            bad = lo if lo < 0 else hi
+            raise ValueError(
+                f"sequence {i} holds token id {bad}, outside the vocabulary [0, "
+                f"{vocab_size})"
+            )
+    return arrays
+
+
+def validate_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
+    """Check a list of token-id sequences and return them as int64 arrays.
+
+    Raises ``ValueError`` for a non-list, an empty list, a non-integer or non-1-D
+    sequence, an empty sequence, or a token id outside ``[0, vocab_size)``.
+    """
+    sequences = _sequence_list(sequences)
+    return _token_arrays(sequences, check_count(vocab_size, "vocab_size"))
+
+
+def check_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
+    """:func:`validate_sequences` for a ``vocab_size`` known to be a positive ``int``
+    (the rows of a checked ``E``): the sequences alone are checked."""
+    return _token_arrays(_sequence_list(sequences), vocab_size)
+
+
+# ----------------------------------------------------------------------- labels
+def as_signed_labels(
+    labels: object, n: int | None = None, *, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    """Labels as a float tensor of +-1, after checking they are all in {-1, +1}.
+
+    ``n``, when given, is the number of sequences the labels must match. Labels in {0,
+    1} are refused on purpose: convert them with ``2 * label - 1`` where the data is
+    loaded (:func:`attnbook.data.labels.signed_from_binary`).
+    """
+    if isinstance(labels, torch.Tensor):
+        y = labels.detach()
+    else:
+        arr = np.asarray(labels)
+        if arr.dtype == object or arr.dtype.kind not in "iuf":
+            raise ValueError(
+                f"labels must be numbers in {{-1, +1}}, got dtype {arr.dtype}"
+            )
+        y = torch.from_numpy(arr.astype(np.float64))
+    if y.ndim != 1:
+        raise ValueError(f"labels must be 1-D, got shape {tuple(y.shape)}")
+    if y.numel() == 0:
+        raise ValueError("labels are empty")
+    if n is not None and y.numel() != n:
+        raise ValueError(f"{y.numel()} labels for {n} sequences: lengths must match")
+    bad = (y != 1) & (y != -1)
+    if bool(bad.any()):
+        raise ValueError(
+            f"labels must be -1 or +1; found {y[bad][0].item()!r} "
+            "(map {0, 1} labels with 2*y - 1)"
+        )
+    return y.to(dtype)
+
+
+def check_outputs_and_labels(f: object, y: object) -> torch.Tensor:
+    """Check that ``f`` is a 1-D float tensor and ``y`` holds one label in {-1, +1} per
+    entry of ``f`` (same shape when a tensor); return the labels as a tensor of ``f``'s
+    dtype on its device."""
+    f = check_float_tensor(f, "f")
+    shape = tuple(getattr(y, "shape", (len(y),) if hasattr(y, "__len__") else ()))
+    if tuple(f.shape) != shape:
+        raise ValueError(
+            f"outputs {tuple(f.shape)} and labels {shape} differ in shape: pass one "
+            "label per output, both 1-D"
+        )
+    if f.ndim != 1:
+        raise ValueError(f"outputs must be 1-D, got shape {tuple(f.shape)}")
+    return as_signed_labels(y, f.shape[0], dtype=f.dtype).to(f.device)
