@@ -17,7 +17,7 @@ entries directly and shifts each row by its own maximum (exact, nothing to check
 
 Both count passes are written with torch operations here (any device, any float
 dtype, any number of heads) and, for float32 and one head on CUDA, as fused Triton
-kernels (:mod:`attnbook.engine.triton_passes`) that read each stored count once. The
+kernels (:mod:`attnbook.engine.gpu.triton_passes`) that read each stored count once. The
 dense passes over ``E`` (:func:`scores`, :func:`embedding_gradients`) are matrix
 products by the vendor's library (cuBLAS; the compiled kernels on a CPU) or, with
 ``ATTNBOOK_DENSE_PASSES=triton``, Triton kernels that read ``E`` and write its
@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 import torch
 
-from attnbook.engine import kernels, triton_passes
+from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
+from attnbook.engine.gpu import triton_passes
 from attnbook.engine.memory import gradient_buffer
 
 __all__ = [
