@@ -27,7 +27,7 @@ from attnbook.engine.counts import (
     as_token_counts,
     padded_token_ids,
 )
-from attnbook.engine.segments import segment_max
+from attnbook.engine.segments import row_shift
 from attnbook.models.parameters import (
     check_finite,
     check_finite_scores,
@@ -192,8 +192,7 @@ def pooled_embedding(
     a_tok = scores[c.token_ids]
     rows = index.rows
     n = c.n_sequences
-    shift = segment_max(a_tok, rows, n)
-    w = c.counts.to(E.dtype) * torch.exp(a_tok - shift[rows])
+    w = c.counts.to(E.dtype) * row_shift(a_tok, rows, n)[1]
     den = torch.zeros(n, dtype=E.dtype, device=E.device).index_add(0, rows, w)
     return _WeightedRowSum.apply(w / den[rows], E, index)
 

@@ -42,6 +42,7 @@ from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
 from attnbook.engine.gpu import triton_passes
 from attnbook.engine.memory import gradient_buffer
+from attnbook.engine.segments import row_shift
 
 __all__ = [
     "CountLayout",
@@ -200,9 +201,8 @@ def row_sums(
             )
         except Exception as err:  # any failure to build or launch
             _triton_failed(err)
-    a_e = a[layout.tokens]
-    m = torch.segment_reduce(a_e, "max", lengths=layout.row_lengths, unsafe=True)
-    w = layout.values * torch.exp(a_e - m[layout.rows])
+    m, e = row_shift(a[layout.tokens], layout.rows, layout.n)
+    w = layout.values * e
     den = _segment_sum(w, layout.row_lengths)
     B_e = B[layout.tokens]
     num = torch.stack(
