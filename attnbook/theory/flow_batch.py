@@ -214,8 +214,8 @@ def batched_gradient_flow(
     n_checkpoints: int | None = None,
 ) -> list[FlowPath]:
     """Integrate ``dp/dt = -grad L(p)`` for every ``(E, v, sequences, labels, p0)`` of
-    ``problems`` until ``t = e^{log_t_max}``, as :func:`~attnbook.theory.flow.
-    gradient_flow` does for one (same ``t0``, step rule and ``dtau``).
+    ``problems`` until ``t = e^{log_t_max}`` by Euler steps in logarithmic time (module
+    docstring); :func:`~attnbook.theory.flow.gradient_flow` is the batch of one.
 
     ``selected`` (one token id or a collection per sequence) makes the paths record
     the attention mass on those tokens; ``directions``, ``-grad L . q / (||grad L||
@@ -227,13 +227,12 @@ def batched_gradient_flow(
     ``check_every * dtau`` apart in ``log t``) until a problem's end time, which is the
     last checkpoint; with ``n_checkpoints``, instead, at the first step at or after
     each of ``n_checkpoints`` times log-spaced between ``t0`` and ``e^{log_t_max}``
-    (and at ``t = 0`` and the end).
-    Problems may differ in ``V``, ``d``, ``n`` and lengths; the batch runs on
-    ``device`` (default: the first problem's). After ``max_steps`` iterations it
-    raises a ``RuntimeError``, or, with ``on_max_steps="stop"``, returns the paths as
-    they are (a problem that has not reached its end time ends at a checkpoint with
-    ``t < e^{log_t_max}``). Returns one
-    :class:`~attnbook.theory.flow.FlowPath` per problem.
+    (and at ``t = 0`` and the end). Problems may differ in ``V``, ``d``, ``n`` and
+    lengths; the batch runs on ``device`` (default: the first problem's). After
+    ``max_steps`` iterations it raises a ``RuntimeError``, or, with
+    ``on_max_steps="stop"``, returns the paths as they are (a problem that has not
+    reached its end time ends at a checkpoint with ``t < e^{log_t_max}``). Returns one
+    :class:`~attnbook.theory.flow_problem.FlowPath` per problem.
     """
     if not (finite_number(dtau) and dtau > 0):
         raise ValueError(f"dtau must be a positive finite number, got {dtau!r}")
