@@ -111,10 +111,8 @@ def test_the_cpu_path_imports_no_gpu_form():
     assert done.stdout.strip() == "[]", done.stdout
 
 
-def test_no_private_torch_api_outside_the_memory_module():
+def test_no_private_torch_api():
     for name, path in _modules().items():
-        if name == "attnbook.engine.memory":
-            continue
         assert "torch._C" not in path.read_text(), f"{name} uses torch's private API"
 
 
