@@ -63,8 +63,7 @@ def flow_state(problem: FlowProblem, p: torch.Tensor) -> FlowState:
     st = batch.state(
         torch.zeros(1, batch.k, dtype=torch.float64, device=batch.R.device)
     )
-    rows, indptr = problem.rows, problem.counts.indptr.to(problem.device)
-    pos = torch.arange(rows.numel(), device=problem.device) - indptr[rows]
+    rows, pos = problem.rows, problem.positions()
     return FlowState(
         p=p,
         loss=float(st["loss"][0]),

@@ -48,6 +48,7 @@ when ``L`` no longer changes in its 16th digit.
 
 from __future__ import annotations
 
+import bisect
 from typing import Sequence
 
 import numpy as np
@@ -66,23 +67,6 @@ from attnbook.theory.flow_problem import (
 __all__ = ["FlowBatch", "batched_gradient_flow", "one_step_flows"]
 
 F64 = torch.float64
-
-
-def _dense(problem: FlowProblem, mask: torch.Tensor | None, m: int, n: int):
-    """Token ids, counts and selection flags of ``problem`` in an ``(n, m)`` layout
-    (padding: token 0 with count 0)."""
-    c = problem.counts
-    indptr = c.indptr.to(problem.device)
-    entry = torch.arange(problem.tok.numel(), device=problem.device)
-    pos = entry - indptr[problem.rows]
-    tok = torch.zeros(n, m, dtype=torch.int64, device=problem.device)
-    cnt = torch.zeros(n, m, dtype=F64, device=problem.device)
-    sel = torch.zeros(n, m, dtype=F64, device=problem.device)
-    tok[problem.rows, pos] = problem.tok
-    cnt[problem.rows, pos] = problem.cnt
-    if mask is not None:
-        sel[problem.rows, pos] = mask.to(F64)
-    return tok, cnt, sel
 
 
 class FlowBatch:
@@ -122,7 +106,7 @@ class FlowBatch:
                 q = directions[i].to(device=pr.device, dtype=F64)
                 self.Eq[i, :Vi] = (pr.E @ (q / q.norm())).to(device)
             mask = pr.selection_mask(selected[i]) if selected[i] is not None else None
-            tok, cnt, sel = _dense(pr, mask, m, pr.n)
+            tok, cnt, sel = pr.padded(mask, m)
             self.tok[i, : pr.n], self.cnt[i, : pr.n] = tok.to(device), cnt.to(device)
             self.sel[i, : pr.n] = sel.to(device)
             self.cnt[i, pr.n :, 0] = 1.0  # padded rows: one dummy entry, zero label
@@ -278,8 +262,10 @@ def batched_gradient_flow(
     t_end = float(np.exp(log_t_max))
     if float(t0.max()) >= t_end:
         raise ValueError(f"log_t_max={log_t_max} ends before the first step")
+    times = None  # with n_checkpoints: per problem, the times to record at or after
     if n_checkpoints is not None:
-        check_every = 1  # every step, thinned to the log-spaced times in the end
+        log_t0 = np.log(t0.cpu().numpy())
+        times = [np.exp(np.linspace(lt, log_t_max, n_checkpoints)) for lt in log_t0]
 
     c = torch.zeros(B, batch.k, dtype=F64, device=device)
     t = torch.zeros(B, dtype=F64, device=device)
@@ -298,6 +284,7 @@ def batched_gradient_flow(
 
     st = batch.state(c)
     record(st)
+    passed, last = [0] * B, 0  # times passed by each problem; last iteration recorded
     for it in range(1, max_steps + 1):
         active = t < t_end
         h = torch.where(active, torch.minimum(step * (t0 + t), t_end - t), 0.0)
@@ -315,19 +302,25 @@ def batched_gradient_flow(
         step = torch.where(grow, torch.clamp(2.0 * step, max=dtau), step)
         streak = torch.where(grow, 0, streak)
         st = {key: _where(accept, new[key], old) for key, old in st.items()}
-        if it % check_every == 0:
+        if times is not None:  # the host follows t; a checkpoint when a time is passed
+            now = t.tolist()
+            done = not any(x < t_end for x in now)
+            now = [bisect.bisect_right(ts, x) for ts, x in zip(times, now)]
+            if now != passed or done:
+                record(st)
+                passed, last = now, it
+            if done:
+                break
+        elif it % check_every == 0:
             record(st)
+            last = it
             if not bool((t < t_end).any()):
                 break
     else:
         if on_max_steps == "raise":
             raise RuntimeError(f"batched_gradient_flow: {max_steps} iterations reached")
-        if max_steps % check_every:
+        if last != max_steps:
             record(st)
-    times = None
-    if n_checkpoints is not None:
-        log_t0 = np.log(t0.cpu().numpy())
-        times = [np.exp(np.linspace(lt, log_t_max, n_checkpoints)) for lt in log_t0]
     return _paths(batch, p0s, marks, steps, rejected, step, selected, times)
 
 

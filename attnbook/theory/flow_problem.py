@@ -78,6 +78,26 @@ class FlowProblem:
         w = self.cnt * row_shift(a_tok, self.rows, self.n)[1]
         return w / segment_sum(w, self.rows, self.n)[self.rows]
 
+    def positions(self) -> torch.Tensor:
+        """``(nnz,)`` the position of every stored entry within its sequence."""
+        entry = torch.arange(self.tok.numel(), device=self.device)
+        return entry - self.counts.indptr.to(self.device)[self.rows]
+
+    def padded(
+        self, mask: torch.Tensor | None, m: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Token ids, counts and selection flags (``mask``, one per stored entry) in an
+        ``(n, m)`` layout (padding: token 0 with count 0)."""
+        n, pos, f64 = self.n, self.positions(), torch.float64
+        tok = torch.zeros(n, m, dtype=torch.int64, device=self.device)
+        cnt = torch.zeros(n, m, dtype=f64, device=self.device)
+        sel = torch.zeros(n, m, dtype=f64, device=self.device)
+        tok[self.rows, pos] = self.tok
+        cnt[self.rows, pos] = self.cnt
+        if mask is not None:
+            sel[self.rows, pos] = mask.to(f64)
+        return tok, cnt, sel
+
     def selection_mask(self, selected: object) -> torch.Tensor:
         """``(nnz,)`` bool: whether each stored entry's token is in ``selected[i]`` of
         its sequence (one token id or a collection per sequence)."""
