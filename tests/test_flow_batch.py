@@ -1,4 +1,4 @@
-"""The batched flow against the single-problem flow; the selection map's pieces; the
+"""Flows in a batch against the same flows alone; the selection map's pieces; the
 flow's argument errors."""
 
 import numpy as np
@@ -26,11 +26,12 @@ from conftest import random_problem
 
 F64 = torch.float64
 
-# Both integrators take the same Euler steps (same t0, dtau, acceptance rule); they
-# differ only in the order of floating-point operations (QR coordinates, dense
-# layout). Rounding of order 1e-16 per step, over a few thousand steps of a contracting
-# flow, stays far below 1e-10 relative; a wrong step, rejection or coordinate would
-# show as an O(dtau) = 1e-2 relative difference.
+# A flow in a batch of several and the same flow alone (gradient_flow, the batch of one)
+# take the same Euler steps (same t0, dtau, acceptance rule); they differ only in the
+# order of floating-point operations (padding to the batch's common shapes). Rounding of
+# order 1e-16 per step, over a few thousand steps of a contracting flow, stays far below
+# 1e-10 relative; a wrong step, rejection or coordinate would show as an O(dtau) = 1e-2
+# relative difference.
 REL_TOL = 1e-10
 
 

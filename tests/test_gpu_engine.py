@@ -16,19 +16,19 @@ import pytest
 import torch
 
 from attnbook.book.chapter import start_chapter
-from attnbook.engine import triton_passes
 from attnbook.engine.counts import TokenCounts
-from attnbook.engine.gpu_passes import count_layout, fused_backend
-from attnbook.models.attention import (
-    count_attention_output,
-    count_heads_output,
-    dense_attention_output,
-)
-from attnbook.models.gpu_attention import (
+from attnbook.engine.gpu import triton_passes
+from attnbook.engine.gpu.attention import (
     GPU_ENGINE_ENV,
     gpu_count_attention_output,
     gpu_count_heads_output,
     use_gpu_engine,
+)
+from attnbook.engine.gpu.passes import count_layout, fused_backend
+from attnbook.models.attention import (
+    count_attention_output,
+    count_heads_output,
+    dense_attention_output,
 )
 from attnbook.models.losses import logistic_loss
 from attnbook.runtime import DEVICE_ENV, device_for
@@ -129,11 +129,11 @@ def test_triton_kernels_in_the_interpreter():
         """
         import numpy as np, torch
         from attnbook.engine.counts import TokenCounts
-        from attnbook.engine import gpu_passes as gp
+        from attnbook.engine.gpu import passes as gp
         dense_backend, dense_passes = gp.dense_backend, gp.dense_passes
         fused_backend = gp.fused_backend
         from attnbook.models.attention import count_attention_output
-        from attnbook.models.gpu_attention import gpu_count_attention_output
+        from attnbook.engine.gpu.attention import gpu_count_attention_output
         rng = np.random.default_rng(0)
         V, d, n = 200, 300, 30  # d: one full tile of columns and a partial one
         seqs = [rng.integers(0, V, size=rng.integers(1, 300)) for _ in range(n)]
@@ -228,7 +228,7 @@ def test_cuda_uses_fused_kernels_when_triton_is_there():
 @gpu
 @needs_cuda
 def test_graphed_gradient_replays_the_eager_gradient():
-    from attnbook.models.graphed import GraphedGradient
+    from attnbook.engine.gpu.graphed import GraphedGradient
     from attnbook.models.training import OPTIMIZERS
 
     E, p, v, counts, y = _cuda_problem()
@@ -275,7 +275,7 @@ def test_bench_gpu_engine_agrees_with_cpu():
 
 
 def test_failing_kernels_fall_back_to_the_torch_form(monkeypatch):
-    from attnbook.engine import gpu_passes
+    from attnbook.engine.gpu import passes as gpu_passes
 
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler")

@@ -5,6 +5,8 @@ modules, no imports hidden in functions, small modules; the book's build machine
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,8 @@ LAYERS = [
     "bench",
 ]
 MAX_LINES = 450
+# the GPU form: imported only where a computation runs on CUDA, inside that branch
+GPU_MODULES = ("attnbook.engine.gpu", "attnbook.bench.gpu")
 
 
 def _modules() -> dict[str, Path]:
@@ -89,7 +93,7 @@ def test_no_private_name_crosses_modules_and_no_import_hides_in_a_function():
         for node, module, names, at_top in _imports(path):
             private = [n for n in names if n.startswith("_")]
             assert not private, f"{name} imports private {private} from {module}"
-            if not at_top:
+            if not at_top and not module.startswith(GPU_MODULES):
                 in_type_checking = (
                     False  # only top-level TYPE_CHECKING blocks are allowed
                 )
@@ -98,10 +102,20 @@ def test_no_private_name_crosses_modules_and_no_import_hides_in_a_function():
                 )
 
 
-def test_no_private_torch_api_outside_the_memory_module():
+def test_the_cpu_path_imports_no_gpu_form():
+    code = (
+        "import sys, attnbook, attnbook.models, attnbook.engine, attnbook.theory, "
+        "attnbook.experiments, attnbook.bench, attnbook.bench.cli\n"
+        "print(sorted(m for m in sys.modules if m.startswith(%r)))" % (GPU_MODULES,)
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_no_private_torch_api():
     for name, path in _modules().items():
-        if name == "attnbook.engine.memory":
-            continue
         assert "torch._C" not in path.read_text(), f"{name} uses torch's private API"
 
 

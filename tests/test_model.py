@@ -198,3 +198,24 @@ def test_gradient_memory_is_reused_only_when_free():
         E.grad = None
         backward(1.0)
         assert E.grad.data_ptr() == ptr
+
+
+def test_gradient_memory_is_reused_only_when_nothing_holds_it():
+    E = torch.zeros(600, 1024)  # large enough for huge pages
+    for hold in (
+        lambda g: g[:3],
+        lambda g: g.detach(),
+        lambda g: g.numpy(),
+        lambda g: g.untyped_storage(),
+        lambda g: g,
+    ):
+        g = memory.gradient_buffer(E)
+        ptr, held = g.data_ptr(), hold(g)
+        del g
+        assert memory.gradient_buffer(E).data_ptr() != ptr  # still held
+        del held
+    g = memory.gradient_buffer(E)
+    ptr = g.data_ptr()
+    assert ptr % 64 == 0 and g.shape == E.shape and g.dtype == E.dtype
+    del g
+    assert memory.gradient_buffer(E).data_ptr() == ptr  # free: handed out again

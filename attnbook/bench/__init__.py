@@ -36,8 +36,9 @@ the minimum over several repetitions: other programs on the machine only ever ad
 Modules: :mod:`~attnbook.bench.usual` (the data and the padded implementation),
 :mod:`~attnbook.bench.timing` (timers and the bandwidth bound),
 :mod:`~attnbook.bench.measure`
-(the measurements), :mod:`~attnbook.bench.gpu` (the engine's GPU form, eager and in a
-CUDA graph, with ``--device cuda``), :mod:`~attnbook.bench.gpu_report` (the GPU
+(the measurements), :mod:`~attnbook.bench.gpu` (the engine's GPU form,
+:mod:`attnbook.engine.gpu`, eager and in a CUDA graph; imported only for ``--device
+cuda``), :mod:`~attnbook.bench.gpu_report` (the GPU
 measurements of ``scripts/gpu_check.py`` as the Performance page's tables),
 :mod:`~attnbook.bench.cli` (the command line). The benchmark is the top layer: it may
 import every other subpackage; nothing imports it.

@@ -11,7 +11,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from attnbook.bench.gpu import gpu_engine_times
 from attnbook.bench.measure import (
     backend_times,
     compare_implementations,
@@ -210,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
 
     gpu = None
     if device.type == "cuda":
+        from attnbook.bench.gpu import gpu_engine_times  # the GPU form, only on CUDA
+
         try:
             gpu = gpu_engine_times(counts, y, dim=d, repeats=args.repeats)
         except Exception:  # report it and measure the rest

@@ -3,10 +3,10 @@ from a CUDA graph, checked against the CPU engine.
 
 :func:`gpu_engine_times` measures, on the benchmark's corpus and initialization,
 
-- the eager gradient of :mod:`attnbook.models.gpu_attention` (fused count passes, no
+- the eager gradient of :mod:`attnbook.engine.gpu.attention` (fused count passes, no
   host synchronisation, one launch per kernel), with the dense passes over ``E`` by
   cuBLAS and by Triton;
-- the same gradient replayed from a CUDA graph (:class:`attnbook.models.graphed.
+- the same gradient replayed from a CUDA graph (:class:`attnbook.engine.gpu.graphed.
   GraphedGradient`), and a training step (the replay and a fused Adam step);
 - the agreement of the graph's loss and gradients with the CPU engine (compiled C
   kernels) at the same parameters.
@@ -19,15 +19,15 @@ import torch
 from attnbook.bench.timing import time_min
 from attnbook.bench.usual import engine_loss_and_grads, relative_difference
 from attnbook.engine.counts import TokenCounts
-from attnbook.engine.gpu_passes import (
+from attnbook.engine.gpu.attention import gpu_count_attention_output
+from attnbook.engine.gpu.graphed import GraphedGradient
+from attnbook.engine.gpu.passes import (
     TRITON_FAILURES,
     count_layout,
     dense_backend,
     dense_passes,
     fused_backend,
 )
-from attnbook.models.gpu_attention import gpu_count_attention_output
-from attnbook.models.graphed import GraphedGradient
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS

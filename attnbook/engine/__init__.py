@@ -7,9 +7,9 @@
 - :mod:`~attnbook.engine.segments` -- per-sequence sums and maxima of stored entries;
 - :mod:`~attnbook.engine.memory`   -- memory for the embeddings' gradient (huge pages,
   reuse);
-- :mod:`~attnbook.engine.gpu_passes` -- the passes without host synchronisation, each
-  softmax shifted by its row's maximum (the GPU form);
-- :mod:`~attnbook.engine.triton_passes` -- those passes as fused Triton kernels.
+- :mod:`~attnbook.engine.gpu`      -- the engine's GPU form (passes without host
+  synchronisation, Triton kernels, the one-layer model on them, its CUDA graph); not
+  imported here: only code that runs on CUDA imports it.
 
 Layer: the lowest. It imports only NumPy and torch (and Triton where it is installed).
 """

@@ -3,7 +3,10 @@ block.
 
 A fresh ``(V, d)`` gradient is written once per training step; page-faulting a new block
 in on every step costs more than writing it. :func:`gradient_buffer` hands out the
-previous step's memory again when nothing refers to it any more. The values never depend
+previous step's memory again when nothing refers to it any more. The block is a NumPy
+array and every gradient a tensor made from it (``torch.from_numpy``), whose storage
+holds a reference to the array until the last tensor or view on that storage is gone:
+the array's reference count says whether the memory is free. The values never depend
 on this module.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import sys
 
+import numpy as np
 import torch
 
 __all__ = ["gradient_buffer", "REUSES_MEMORY"]
@@ -35,41 +39,42 @@ def _madvise_hugepages():
 _MADVISE = _madvise_hugepages()
 
 
-def _empty_like_large(E: torch.Tensor) -> torch.Tensor:
-    """``torch.empty_like(E)``; on Linux CPU asks the kernel for huge pages for a large
-    block.
-
-    A fresh ``(V, d)`` gradient is written once per step; with 4 KiB pages the first
-    touch of every page costs more than the write itself. The hint changes no value and
-    is skipped silently wherever it does not apply.
-    """
-    out = torch.empty_like(E, memory_format=torch.contiguous_format)
-    nbytes = out.numel() * out.element_size()
-    if _MADVISE is not None and out.device.type == "cpu" and nbytes >= 4 * _HUGE_PAGE:
-        start = -(-out.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
-        stop = (out.data_ptr() + nbytes) // _HUGE_PAGE * _HUGE_PAGE
-        if stop > start:
-            _MADVISE(start, stop - start, _MADV_HUGEPAGE)
-    return out
+_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 
 
-def _storage_refs(t: torch.Tensor) -> int | None:
-    """References to the memory of ``t`` (``None`` where torch does not say)."""
-    try:
-        return int(torch._C._storage_Use_Count(t.untyped_storage()._cdata))
-    except (AttributeError, RuntimeError, TypeError):
-        return None
+def _holders(block: np.ndarray) -> int:
+    """References to ``block``: each tensor storage made from it holds one."""
+    return sys.getrefcount(block)
 
 
-_FREE_REFS = _storage_refs(
-    torch.empty(1)
-)  # the count of memory that only one tensor holds
-_GRAD_BUFFERS: dict[tuple, torch.Tensor] = {}  # insertion order = order of last use
+def _free_holders() -> int:
+    """What :func:`_holders` says of a block that only one local name refers to."""
+    block = np.empty(1)
+    return _holders(block)
+
+
+_FREE_REFS = _free_holders()
+_GRAD_BUFFERS: dict[tuple, np.ndarray] = {}  # insertion order = order of last use
 _GRAD_BUFFER_BYTES = 2**28  # kept in all; the most recent block is always kept
 
 
 #: Whether :func:`gradient_buffer` can tell free memory from held memory (and reuse it).
-REUSES_MEMORY = _FREE_REFS is not None
+REUSES_MEMORY = True
+
+
+def _new_block(E: torch.Tensor) -> np.ndarray:
+    """An uninitialised block of ``E``'s shape and dtype, aligned to 64 bytes; on Linux,
+    a large block starts on a huge page and asks the kernel for huge pages."""
+    dtype = np.dtype(_DTYPES[E.dtype])
+    nbytes = E.numel() * dtype.itemsize
+    large = _MADVISE is not None and nbytes >= 4 * _HUGE_PAGE
+    align = _HUGE_PAGE if large else 64
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    start = -raw.ctypes.data % align
+    block = raw[start : start + nbytes].view(dtype).reshape(tuple(E.shape))
+    if large:
+        _MADVISE(block.ctypes.data, nbytes // _HUGE_PAGE * _HUGE_PAGE, _MADV_HUGEPAGE)
+    return block
 
 
 def gradient_buffer(E: torch.Tensor) -> torch.Tensor:
@@ -84,19 +89,16 @@ def gradient_buffer(E: torch.Tensor) -> torch.Tensor:
     all, least recently used dropped first. Elsewhere (CUDA has a caching allocator)
     this is ``torch.empty_like(E)``.
     """
-    if E.device.type != "cpu" or _FREE_REFS is None:
+    if E.device.type != "cpu" or E.dtype not in _DTYPES:
         return torch.empty_like(E, memory_format=torch.contiguous_format)
     key = (tuple(E.shape), E.dtype)
-    buf = _GRAD_BUFFERS.pop(key, None)
-    if buf is None or _storage_refs(buf) != _FREE_REFS:
-        buf = _empty_like_large(E)
-    _GRAD_BUFFERS[key] = buf
+    block = _GRAD_BUFFERS.pop(key, None)
+    if block is None or _holders(block) != _FREE_REFS:
+        block = _new_block(E)
+    _GRAD_BUFFERS[key] = block
     while (
         len(_GRAD_BUFFERS) > 1
-        and sum(b.numel() * b.element_size() for b in _GRAD_BUFFERS.values())
-        > _GRAD_BUFFER_BYTES
+        and sum(b.nbytes for b in _GRAD_BUFFERS.values()) > _GRAD_BUFFER_BYTES
     ):
         del _GRAD_BUFFERS[next(iter(_GRAD_BUFFERS))]
-    return (
-        buf.detach()
-    )  # a new tensor on the same memory: autograd may take it as E.grad
+    return torch.from_numpy(block)  # its storage holds the block until it is freed

@@ -12,11 +12,7 @@
   ``<cls>`` layer;
 - :mod:`~attnbook.models.mlp_head`   -- an MLP head after the attention;
 - :mod:`~attnbook.models.training`   -- the full-batch training loop and its stopping
-  rules;
-- :mod:`~attnbook.models.gpu_attention` -- the one-layer model in the engine's GPU form
-  (no host synchronisation);
-- :mod:`~attnbook.models.graphed`    -- its full-batch gradient replayed from a CUDA
-  graph.
+  rules.
 
 Layer: above :mod:`attnbook.data`; imports :mod:`attnbook.engine` and
 :mod:`attnbook.data`.

@@ -49,7 +49,7 @@ from torch.autograd.function import once_differentiable
 from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts, check_counts
 from attnbook.engine.memory import gradient_buffer
-from attnbook.engine.segments import segment_max
+from attnbook.engine.segments import row_shift
 from attnbook.validation import (
     check_finite_scores,
     check_head_matrix,
@@ -80,14 +80,14 @@ class RowTerms:
     def __init__(self, a: torch.Tensor, B: torch.Tensor, counts: TokenCounts):
         tok, rows, n = counts.token_ids, counts.row_ids, counts.n_sequences
         a_tok = a[tok]
-        shift = segment_max(a_tok, rows, n)
+        shift, e = row_shift(a_tok, rows, n)
         top = a_tok == shift[rows]
         # the largest id among tied top tokens: any tied token would do, this one is
         # deterministic
         self.ref = torch.zeros(n, dtype=torch.int64, device=a.device).scatter_reduce(
             0, rows[top], tok[top], reduce="amax", include_self=False
         )
-        w = counts.float_counts(a.dtype) * torch.exp(a_tok - shift[rows])
+        w = counts.float_counts(a.dtype) * e
         den = torch.zeros(n, dtype=a.dtype, device=a.device).index_add_(0, rows, w)
         self.pi = w / den[rows]
         self.db = B[tok] - B[self.ref][rows]

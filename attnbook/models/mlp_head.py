@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from attnbook.engine.counts import TokenCounts, pad_arrays, token_counts_over
-from attnbook.engine.segments import segment_max
+from attnbook.engine.segments import row_shift
 from attnbook.models.parameters import init_parameters, one_layer_layout
 from attnbook.validation import (
     check_finite,
@@ -190,8 +190,7 @@ def _pooled_embedding(
     a_tok = scores[c.token_ids]
     rows = index.rows
     n = c.n_sequences
-    shift = segment_max(a_tok, rows, n)
-    w = c.counts.to(E.dtype) * torch.exp(a_tok - shift[rows])
+    w = c.counts.to(E.dtype) * row_shift(a_tok, rows, n)[1]
     den = torch.zeros(n, dtype=E.dtype, device=E.device).index_add(0, rows, w)
     return _WeightedRowSum.apply(w / den[rows], E, index)
 

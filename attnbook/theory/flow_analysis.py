@@ -2,7 +2,7 @@
 value gap, statistics against the max-margin direction, and the setting of the theorem
 (one step from a seeded initialization).
 
-Layer: theory; builds on :mod:`attnbook.theory.flow`.
+Layer: theory; builds on :mod:`attnbook.theory.flow_problem`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 
 from attnbook.engine.counts import as_token_counts
 from attnbook.models.parameters import init_parameters
-from attnbook.theory.flow import FlowPath, FlowProblem, finite_number
+from attnbook.theory.flow_problem import FlowPath, FlowProblem, finite_number
 from attnbook.theory.max_margin import selection_gaps, selection_sets
 from attnbook.theory.one_step import one_gradient_step
 from attnbook.validation import as_signed_labels

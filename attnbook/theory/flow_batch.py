@@ -1,10 +1,22 @@
-"""Many independent gradient flows on ``p`` integrated as one tensor program.
+"""The integrator of the gradient flow on ``p``: many independent flows as one tensor
+program.
 
-:func:`batched_gradient_flow` runs the integrator of
-:func:`attnbook.theory.flow.gradient_flow` (Euler steps in logarithmic time, a step
-that would raise the loss rejected and its ``dtau`` halved, ``dtau`` doubled again after
-``grow_after`` accepted steps) on ``B`` problems at once: seeds, scales, dimensions,
-data sets. Every problem keeps its own time, step size and counters; acceptance and
+The loss is ``L(p) = (1/n) sum_i log(1 + exp(-y_i f_i(p)))`` with ``f_i`` the attention
+output of :mod:`attnbook.models.attention`, ``E`` and ``v`` frozen. Along the flow
+``||p(t)||`` grows like ``log t`` and the gradient decays like ``1/t``, so plain
+gradient descent with a fixed step needs about ``e^k`` steps to reach ``||p|| ~ k``.
+The integrator therefore works in *logarithmic time*: with ``tau = log(1 + t / t0)``
+the flow reads ``dp/dtau = -(t0 + t) grad L(p)``, whose right-hand side stays of order
+one, and explicit Euler steps of constant size ``dtau`` reach ``t = e^k`` in ``O(k /
+dtau)`` steps. Each step is a plain gradient step with step size ``h = dtau (t0 + t)``.
+A step that would increase the loss is rejected and ``dtau`` halved (the step left the
+region where Euler tracks the flow); a rise below the rounding of its own computation
+(:data:`~attnbook.theory.flow_problem.ROUNDING_FLOOR`) does not count; ``dtau`` doubles
+again (up to its initial value) after ``grow_after`` accepted steps in a row.
+
+:func:`batched_gradient_flow` integrates ``B`` problems at once: seeds, scales,
+dimensions, data sets (:func:`attnbook.theory.flow.gradient_flow` is the batch of
+one). Every problem keeps its own time, step size and counters; acceptance and
 rejection are ``torch.where`` masks, so the loop never waits for the host, and the
 batch is asked whether every problem has reached its end time only every
 ``check_every`` steps (when it also records a checkpoint).
@@ -19,51 +31,53 @@ Two reductions make a step cheap:
   the largest number of distinct tokens in a sequence), so the softmax of every
   sequence of every problem is one dense operation.
 
-The loss and its gradient are computed relative to the top-scoring token of each
-sequence, as in :mod:`attnbook.theory.flow`, so they keep full relative precision at
-large ``||p||``.
+Numerical stability at large ``||p||``: every softmax is shifted by its sequence's
+maximum score, and the outputs, the loss and its gradient are computed *relative to the
+top-scoring token* ``r_i`` of each sequence:
+
+    f_i - b_{r_i} = sum_s pi_s (b_s - b_{r_i}),
+    d f_i / d a_s = pi_s ((b_s - b_{r_i}) - (f_i - b_{r_i})),
+
+with ``a_s = p.E_s``, ``b_s = v.E_s`` and ``pi_s`` the attention mass. When attention
+has concentrated on ``r_i``, the gradient is of order ``e^{-margin}`` (``1e-40`` and
+smaller); written as above it keeps full relative precision, whereas ``b_s - f_i``
+computed from ``f_i`` itself would be pure rounding error (``1e-16``) and would swamp
+it. The loss *change* of a step is computed the same way, so the acceptance test works
+when ``L`` no longer changes in its 16th digit.
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from attnbook.theory.flow import (
+from attnbook.engine.segments import row_shift
+from attnbook.theory.flow_analysis import one_step_problem
+from attnbook.theory.flow_problem import (
     ROUNDING_FLOOR,
     FlowPath,
     FlowProblem,
     default_t0,
     finite_number,
 )
-from attnbook.theory.flow_analysis import one_step_problem
 
-__all__ = ["batched_gradient_flow", "one_step_flows"]
+__all__ = ["FlowBatch", "batched_gradient_flow", "one_step_flows"]
 
 F64 = torch.float64
 
 
-def _dense(problem: FlowProblem, mask: torch.Tensor | None, m: int, n: int):
-    """Token ids, counts and selection flags of ``problem`` in an ``(n, m)`` layout
-    (padding: token 0 with count 0)."""
-    c = problem.counts
-    indptr = c.indptr.to(problem.device)
-    entry = torch.arange(problem.tok.numel(), device=problem.device)
-    pos = entry - indptr[problem.rows]
-    tok = torch.zeros(n, m, dtype=torch.int64, device=problem.device)
-    cnt = torch.zeros(n, m, dtype=F64, device=problem.device)
-    sel = torch.zeros(n, m, dtype=F64, device=problem.device)
-    tok[problem.rows, pos] = problem.tok
-    cnt[problem.rows, pos] = problem.cnt
-    if mask is not None:
-        sel[problem.rows, pos] = mask.to(F64)
-    return tok, cnt, sel
+class FlowBatch:
+    """The frozen data of ``B`` problems, padded to common shapes, in the coordinates
+    ``c`` of the row space of each ``E`` (``p = p0 + Q c``, ``E = R Q^T``).
 
-
-class _Batch:
-    """The frozen data of ``B`` problems, padded to common shapes."""
+    ``problems`` are :class:`FlowProblem` objects, ``p0s`` their starting points;
+    ``selected`` and ``directions`` (one entry or ``None`` per problem) what the paths
+    record. :meth:`state` gives loss, gradient, outputs and attention at ``c``;
+    :meth:`loss_change` the change of the loss between two states and the rounding of
+    its computation."""
 
     def __init__(self, problems, p0s, selected, directions, device):
         B = len(problems)
@@ -92,7 +106,7 @@ class _Batch:
                 q = directions[i].to(device=pr.device, dtype=F64)
                 self.Eq[i, :Vi] = (pr.E @ (q / q.norm())).to(device)
             mask = pr.selection_mask(selected[i]) if selected[i] is not None else None
-            tok, cnt, sel = _dense(pr, mask, m, pr.n)
+            tok, cnt, sel = pr.padded(mask, m)
             self.tok[i, : pr.n], self.cnt[i, : pr.n] = tok.to(device), cnt.to(device)
             self.sel[i, : pr.n] = sel.to(device)
             self.cnt[i, pr.n :, 0] = 1.0  # padded rows: one dummy entry, zero label
@@ -110,9 +124,8 @@ class _Batch:
         relative to the top-scoring token ``ref`` of every sequence."""
         a = torch.gather(self.scores(c), 1, self.tok_flat).view_as(self.log_cnt)
         a = a + self.log_cnt  # padding: -inf
-        shift, top = a.max(dim=2, keepdim=True)
-        ref = torch.gather(self.tok, 2, top).squeeze(2)
-        w = torch.exp(a - shift)
+        w = row_shift(a)[1]
+        ref = torch.gather(self.tok, 2, a.argmax(dim=2, keepdim=True)).squeeze(2)
         pi = w / w.sum(dim=2, keepdim=True)
         b_ref = torch.gather(self.b, 1, ref)
         db = self.b_tok - b_ref.unsqueeze(2)
@@ -135,18 +148,23 @@ class _Batch:
             "spread": (pi * db.abs()).sum(dim=2),
         }
 
-    def rejects(self, old: dict, new: dict) -> torch.Tensor:
-        """``(B,)`` bool: whether the step from ``old`` to ``new`` raises the loss by
-        more than the rounding of its computation (as in
-        :meth:`attnbook.theory.flow.FlowProblem.step_accepted`); the change of every
-        output is written relative to the reference tokens (exactly zero terms where the
-        references agree)."""
+    def loss_change(self, old: dict, new: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B,)`` ``n (L(new) - L(old))`` and the rounding of its computation
+        (:data:`~attnbook.theory.flow_problem.ROUNDING_FLOOR` units of the terms whose
+        sums give the change of every output); the change of every output is written
+        relative to the reference tokens (exactly zero terms where the references
+        agree)."""
         df = (new["b_ref"] - old["b_ref"]) + (new["gap"] - old["gap"])
         weight = torch.sigmoid(-self.y * old["f"])
         terms = torch.log1p(weight * torch.expm1(-self.y * df))
         floor = ROUNDING_FLOOR * weight * (old["spread"] + new["spread"])
-        change = (terms * self.row_mask).sum(1)
-        return change > (floor * self.row_mask).sum(1)
+        return (terms * self.row_mask).sum(1), (floor * self.row_mask).sum(1)
+
+    def rejects(self, old: dict, new: dict) -> torch.Tensor:
+        """``(B,)`` bool: whether the step from ``old`` to ``new`` raises the loss by
+        more than the rounding of its computation."""
+        change, floor = self.loss_change(old, new)
+        return change > floor
 
 
 def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -176,21 +194,29 @@ def batched_gradient_flow(
     grow_after: int = 50,
     device: torch.device | str | None = None,
     on_max_steps: str = "raise",
+    t0: Sequence[float | None] | None = None,
+    n_checkpoints: int | None = None,
 ) -> list[FlowPath]:
     """Integrate ``dp/dt = -grad L(p)`` for every ``(E, v, sequences, labels, p0)`` of
-    ``problems`` until ``t = e^{log_t_max}``, as :func:`~attnbook.theory.flow.
-    gradient_flow` does for one (same ``t0``, step rule and ``dtau``).
+    ``problems`` until ``t = e^{log_t_max}`` by Euler steps in logarithmic time (module
+    docstring); :func:`~attnbook.theory.flow.gradient_flow` is the batch of one.
 
-    ``selected`` and ``directions`` give, per problem, what ``selected`` and
-    ``direction`` give to :func:`~attnbook.theory.flow.gradient_flow`. Checkpoints are
-    recorded at ``t = 0`` and every ``check_every`` iterations (about ``check_every *
-    dtau`` apart in ``log t``) until a problem's end time, which is the last checkpoint.
-    Problems may differ in ``V``, ``d``, ``n`` and lengths; the batch runs on
-    ``device`` (default: the first problem's). After ``max_steps`` iterations it
-    raises a ``RuntimeError``, or, with ``on_max_steps="stop"``, returns the paths as
-    they are (a problem that has not reached its end time ends at a checkpoint with
-    ``t < e^{log_t_max}``). Returns one
-    :class:`~attnbook.theory.flow.FlowPath` per problem.
+    ``selected`` (one token id or a collection per sequence) makes the paths record
+    the attention mass on those tokens; ``directions``, ``-grad L . q / (||grad L||
+    ||q||)`` for the given direction ``q`` (the alignment of the flow's velocity with
+    it); one entry or ``None`` per problem. ``t0`` (per problem, ``None``: the default)
+    is the time scale of the log-time steps; the default makes the first step safe for
+    the smoothness of ``L`` (:func:`~attnbook.theory.flow_problem.default_t0`).
+    Checkpoints are recorded at ``t = 0`` and every ``check_every`` iterations (about
+    ``check_every * dtau`` apart in ``log t``) until a problem's end time, which is the
+    last checkpoint; with ``n_checkpoints``, instead, at the first step at or after
+    each of ``n_checkpoints`` times log-spaced between ``t0`` and ``e^{log_t_max}``
+    (and at ``t = 0`` and the end). Problems may differ in ``V``, ``d``, ``n`` and
+    lengths; the batch runs on ``device`` (default: the first problem's). After
+    ``max_steps`` iterations it raises a ``RuntimeError``, or, with
+    ``on_max_steps="stop"``, returns the paths as they are (a problem that has not
+    reached its end time ends at a checkpoint with ``t < e^{log_t_max}``). Returns one
+    :class:`~attnbook.theory.flow_problem.FlowPath` per problem.
     """
     if not (finite_number(dtau) and dtau > 0):
         raise ValueError(f"dtau must be a positive finite number, got {dtau!r}")
@@ -198,6 +224,12 @@ def batched_gradient_flow(
         raise ValueError(f"log_t_max must be a finite number, got {log_t_max!r}")
     if not (isinstance(check_every, int) and check_every >= 1):
         raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
+    if n_checkpoints is not None and not (
+        isinstance(n_checkpoints, int) and n_checkpoints >= 1
+    ):
+        raise ValueError(
+            f"n_checkpoints must be an integer >= 1, got {n_checkpoints!r}"
+        )
     if on_max_steps not in ("raise", "stop"):
         raise ValueError(
             f"on_max_steps must be 'raise' or 'stop', got {on_max_steps!r}"
@@ -208,6 +240,7 @@ def batched_gradient_flow(
     B = len(problems)
     selected = _as_list(selected, B, "selected")
     directions = _as_list(directions, B, "directions")
+    t0s = _as_list(t0, B, "t0")
     built, p0s = [], []
     for i, item in enumerate(problems):
         if len(item) != 5:
@@ -221,11 +254,18 @@ def batched_gradient_flow(
         built.append(pr)
         p0s.append(p0.detach().to(device=pr.device, dtype=F64))
     device = torch.device(device) if device is not None else built[0].device
-    batch = _Batch(built, p0s, selected, directions, device)
-    t0 = torch.tensor([default_t0(pr, dtau) for pr in built], dtype=F64, device=device)
+    batch = FlowBatch(built, p0s, selected, directions, device)
+    t0s = [default_t0(pr, dtau) if t is None else t for pr, t in zip(built, t0s)]
+    if not all(finite_number(t) and t > 0 for t in t0s):
+        raise ValueError(f"t0 must be positive finite numbers, got {t0s}")
+    t0 = torch.tensor(t0s, dtype=F64, device=device)
     t_end = float(np.exp(log_t_max))
     if float(t0.max()) >= t_end:
         raise ValueError(f"log_t_max={log_t_max} ends before the first step")
+    times = None  # with n_checkpoints: per problem, the times to record at or after
+    if n_checkpoints is not None:
+        log_t0 = np.log(t0.cpu().numpy())
+        times = [np.exp(np.linspace(lt, log_t_max, n_checkpoints)) for lt in log_t0]
 
     c = torch.zeros(B, batch.k, dtype=F64, device=device)
     t = torch.zeros(B, dtype=F64, device=device)
@@ -244,6 +284,7 @@ def batched_gradient_flow(
 
     st = batch.state(c)
     record(st)
+    passed, last = [0] * B, 0  # times passed by each problem; last iteration recorded
     for it in range(1, max_steps + 1):
         active = t < t_end
         h = torch.where(active, torch.minimum(step * (t0 + t), t_end - t), 0.0)
@@ -261,23 +302,39 @@ def batched_gradient_flow(
         step = torch.where(grow, torch.clamp(2.0 * step, max=dtau), step)
         streak = torch.where(grow, 0, streak)
         st = {key: _where(accept, new[key], old) for key, old in st.items()}
-        if it % check_every == 0:
+        if times is not None:  # the host follows t; a checkpoint when a time is passed
+            now = t.tolist()
+            done = not any(x < t_end for x in now)
+            now = [bisect.bisect_right(ts, x) for ts, x in zip(times, now)]
+            if now != passed or done:
+                record(st)
+                passed, last = now, it
+            if done:
+                break
+        elif it % check_every == 0:
             record(st)
+            last = it
             if not bool((t < t_end).any()):
                 break
     else:
         if on_max_steps == "raise":
             raise RuntimeError(f"batched_gradient_flow: {max_steps} iterations reached")
-        if max_steps % check_every:
+        if last != max_steps:
             record(st)
-    return _paths(batch, p0s, marks, steps, rejected, step, selected)
+    return _paths(batch, p0s, marks, steps, rejected, step, selected, times)
 
 
-def _paths(batch, p0s, marks, steps, rejected, step, selected) -> list[FlowPath]:
+def _paths(batch, p0s, marks, steps, rejected, step, selected, times) -> list[FlowPath]:
     ts, cs, losses, masses, alongs = (torch.stack(x).cpu().numpy() for x in zip(*marks))
     out = []
     for i, p0 in enumerate(p0s):
         keep = np.r_[True, np.diff(ts[:, i]) > 0]  # drop checkpoints after the end
+        if times is not None:  # the first step at or after each time, and the end
+            kept = np.flatnonzero(keep)
+            first = np.searchsorted(ts[kept, i], times[i], side="left")
+            pick = np.unique(np.r_[0, first[first < kept.size], kept.size - 1])
+            keep = np.zeros_like(keep)
+            keep[kept[pick]] = True
         Q = batch.Q[i].cpu().numpy()
         k = Q.shape[1]
         p = p0.cpu().numpy()[None, :] + cs[keep, i, :k] @ Q.T

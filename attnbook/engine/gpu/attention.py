@@ -2,15 +2,15 @@
 
 The same ``f(X_i) = sum_s pi_s(X_i) (E_s . W_k)`` and gradients as
 :func:`attnbook.models.attention.count_heads_output`, computed as
-:mod:`attnbook.engine.gpu_passes` lays it out: every softmax is shifted by its own
+:mod:`attnbook.engine.gpu.passes` lays it out: every softmax is shifted by its own
 row's maximum, so no row can underflow and nothing needs checking on the host; the
 count passes are fused Triton kernels for float32 and one head on CUDA, torch
 operations otherwise. The dense passes over ``E`` are those of the CPU engine: the
 scores ``E [p, W]`` (one read of ``E``), the gradient ``dE = G [p, W]^T`` (one write)
 and ``[p, W]``'s gradient ``G^T E`` (one read), by matrix products or Triton kernels
-(:func:`attnbook.engine.gpu_passes.scores`). Because nothing waits for the
+(:func:`attnbook.engine.gpu.passes.scores`). Because nothing waits for the
 host, a whole forward and backward can be captured in a CUDA graph
-(:mod:`attnbook.models.graphed`).
+(:mod:`attnbook.engine.gpu.graphed`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.engine.gpu_passes import (
+from attnbook.engine.gpu.passes import (
     CountLayout,
     column_sums,
     count_layout,

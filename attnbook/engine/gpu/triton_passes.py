@@ -1,4 +1,4 @@
-"""Fused Triton kernels for the two count passes of :mod:`attnbook.engine.gpu_passes`.
+"""Fused Triton kernels for the two count passes of :mod:`attnbook.engine.gpu.passes`.
 
 Each kernel reads every stored count once (its token or row id and its value) and
 gathers the per-token and per-row vectors it needs, which are small enough to stay in
@@ -6,7 +6,7 @@ the GPU's L2 cache. One program handles one sequence (:func:`row_sums`) or one c
 a token's column (:func:`column_chunk_sums`) and sums in a fixed order, so the results
 are the same on every run. Triton ships with the CUDA builds of torch; where it is
 missing, or ``ATTNBOOK_TRITON=0`` is set, :func:`usable` is false and the torch forms
-of :mod:`attnbook.engine.gpu_passes` run instead. float32, one head.
+of :mod:`attnbook.engine.gpu.passes` run instead. float32, one head.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def row_sums(
     n: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(m, den, f)``: ``(n,)``, ``(n,)``, ``(n, 1)`` (see
-    :func:`attnbook.engine.gpu_passes.row_sums`), one program per sequence."""
+    :func:`attnbook.engine.gpu.passes.row_sums`), one program per sequence."""
     m = torch.empty(n, dtype=a.dtype, device=a.device)
     den, f = torch.empty_like(m), torch.empty(n, 1, dtype=a.dtype, device=a.device)
     _row_kernel[(n,)](
@@ -229,11 +229,11 @@ def column_sums(
     den: torch.Tensor,
     f: torch.Tensor,
 ) -> torch.Tensor:
-    """``(V, 2)`` ``[G_a, G_B]`` (see :func:`attnbook.engine.gpu_passes.column_sums`):
+    """``(V, 2)`` ``[G_a, G_B]`` (see :func:`attnbook.engine.gpu.passes.column_sums`):
     one program per chunk of a token's column, then one per token adds its chunks.
 
     ``chunks`` is ``(chunk_col, chunk_start, chunk_stop, first_chunk,
-    chunks_per_col)`` of :class:`attnbook.engine.gpu_passes.CountLayout`.
+    chunks_per_col)`` of :class:`attnbook.engine.gpu.passes.CountLayout`.
     """
     chunk_col, chunk_start, chunk_stop, first_chunk, per_col = chunks
     n_chunks, V = chunk_col.numel(), first_chunk.numel()

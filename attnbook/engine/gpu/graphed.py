@@ -3,11 +3,14 @@
 On a GPU, one gradient of the count engine is a few dozen small kernels; launched one
 by one from Python they cost more than they take to run. :class:`GraphedGradient`
 records the forward and backward pass of
-:func:`attnbook.models.gpu_attention.gpu_count_attention_output` and the logistic loss
-once as a CUDA graph and then replays it with a single launch. The graph reads the
-parameters and writes their gradients in place, so an optimizer can step between
-replays (:meth:`GraphedGradient.step`). Values are those of the eager computation: the
-graph replays the same kernels on the same memory.
+:func:`attnbook.engine.gpu.attention.gpu_count_attention_output` and the logistic loss
+``mean_i log(1 + exp(-y_i f_i))`` once as a CUDA graph and then replays it with a
+single launch. The graph reads the parameters and writes their gradients in place, so
+an optimizer can step between replays (:meth:`GraphedGradient.step`). Values are those
+of the eager computation: the graph replays the same kernels on the same memory. The
+loss is the formula of :func:`attnbook.models.losses.logistic_loss` without its checks
+on the host, which a graph cannot hold: the labels are checked once, before the
+capture.
 """
 
 from __future__ import annotations
@@ -17,9 +20,8 @@ from typing import Mapping
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.engine.gpu_passes import count_layout
-from attnbook.models.gpu_attention import gpu_count_attention_output
-from attnbook.models.losses import logistic_loss_unchecked
+from attnbook.engine.gpu.attention import gpu_count_attention_output
+from attnbook.engine.gpu.passes import count_layout
 from attnbook.validation import as_signed_labels
 
 __all__ = ["GraphedGradient"]
@@ -30,16 +32,17 @@ class GraphedGradient:
     graph.
 
     ``params`` holds ``E``, ``p``, ``v`` (leaves on one CUDA device); ``counts`` and
-    ``labels`` (+-1) are copied there once. Calling the object replays the graph and
-    returns the loss tensor (the same tensor every time, overwritten by each replay);
-    ``E.grad``, ``p.grad``, ``v.grad`` then hold the gradient. Do not set them to
-    ``None`` (``zero_grad(set_to_none=True)``) between replays: the graph writes into
-    that memory. ``optimizer``, when given, is stepped by :meth:`step` after each
+    ``labels`` (+-1, checked) are copied there once. Calling the object replays the
+    graph and returns the loss tensor (the same tensor every time, overwritten by each
+    replay); ``E.grad``, ``p.grad``, ``v.grad`` then hold the gradient. Do not set them
+    to ``None`` (``zero_grad(set_to_none=True)``) between replays: the graph writes
+    into that memory. ``optimizer``, when given, is stepped by :meth:`step` after each
     replay (build it with ``capturable``/``fused`` Adam or SGD on the same tensors).
 
     ``warmup`` eager evaluations run first on a side stream (they compile the Triton
     kernels and let the allocator settle, as CUDA graph capture requires); they do not
-    change the parameters. Raises ``ValueError`` for tensors not on a CUDA device.
+    change the parameters. Raises ``ValueError`` for tensors not on a CUDA device and
+    for labels other than -1 and +1.
     """
 
     def __init__(
@@ -92,9 +95,8 @@ class GraphedGradient:
 
     def _loss_and_backward(self) -> torch.Tensor:
         E, p, v = self.params
-        loss = logistic_loss_unchecked(
-            gpu_count_attention_output(E, p, v, self._counts), self._labels
-        )
+        f = gpu_count_attention_output(E, p, v, self._counts)
+        loss = torch.nn.functional.softplus(-self._labels * f).mean()
         loss.backward()
         return loss.detach()
 

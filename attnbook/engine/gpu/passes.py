@@ -17,7 +17,7 @@ entries directly and shifts each row by its own maximum (exact, nothing to check
 
 Both count passes are written with torch operations here (any device, any float
 dtype, any number of heads) and, for float32 and one head on CUDA, as fused Triton
-kernels (:mod:`attnbook.engine.triton_passes`) that read each stored count once. The
+kernels (:mod:`attnbook.engine.gpu.triton_passes`) that read each stored count once. The
 dense passes over ``E`` (:func:`scores`, :func:`embedding_gradients`) are matrix
 products by the vendor's library (cuBLAS; the compiled kernels on a CPU) or, with
 ``ATTNBOOK_DENSE_PASSES=triton``, Triton kernels that read ``E`` and write its
@@ -38,9 +38,11 @@ from dataclasses import dataclass
 
 import torch
 
-from attnbook.engine import kernels, triton_passes
+from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
+from attnbook.engine.gpu import triton_passes
 from attnbook.engine.memory import gradient_buffer
+from attnbook.engine.segments import row_shift
 
 __all__ = [
     "CountLayout",
@@ -199,9 +201,8 @@ def row_sums(
             )
         except Exception as err:  # any failure to build or launch
             _triton_failed(err)
-    a_e = a[layout.tokens]
-    m = torch.segment_reduce(a_e, "max", lengths=layout.row_lengths, unsafe=True)
-    w = layout.values * torch.exp(a_e - m[layout.rows])
+    m, e = row_shift(a[layout.tokens], layout.rows, layout.n)
+    w = layout.values * e
     den = _segment_sum(w, layout.row_lengths)
     B_e = B[layout.tokens]
     num = torch.stack(
