@@ -15,7 +15,7 @@ checks are:
 A full-page screenshot of every page at both widths is written to the screenshot folder.
 
 Usage: ``python scripts/check_browser.py [HTML_DIR] [--screenshots DIR] [--json FILE]``;
-exits 1 when a check fails. ``tests/test_browser.py`` runs the same checks under pytest.
+exits 1 when a check fails. ``tests/delivery/test_browser.py`` runs the same checks under pytest.
 """
 
 from __future__ import annotations

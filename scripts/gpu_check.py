@@ -227,8 +227,8 @@ def stage_tests(timeout: float) -> dict:
         "-p",
         "no:cacheprovider",
         "-rs",
-        "tests/test_gpu_engine.py",
-        "tests/test_device_runs.py",
+        "tests/engine/test_gpu.py",
+        "tests/ext/test_device_runs.py",
     ]
     env = base_env("gpu")
     env.pop("ATTNBOOK_DEVICE")

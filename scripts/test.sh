@@ -26,14 +26,14 @@ rm -f _build/book.rc _build/browser.rc
   rc=$?
   echo "$rc" > _build/book.rc
   if [ "$rc" -eq 0 ]; then
-    python -m pytest -q -p no:cacheprovider tests/test_browser.py tests/test_pdf.py \
+    python -m pytest -q -p no:cacheprovider tests/delivery/test_browser.py tests/delivery/test_pdf.py \
       > _build/browser.log 2>&1
     echo "$?" > _build/browser.rc
   fi
 ) &
 book_pid=$!
 set +e
-python -m pytest tests --ignore=tests/test_browser.py --ignore=tests/test_pdf.py -p no:cacheprovider -q --durations=15
+python -m pytest tests --ignore=tests/delivery/test_browser.py --ignore=tests/delivery/test_pdf.py -p no:cacheprovider -q --durations=15
 tests_rc=$?
 # The second execution: the chapters of ATTNBOOK_CHECK_CHAPTERS ("all" for every chapter, about
 # four more minutes here). By default five chapters that between them run every data path
@@ -75,8 +75,8 @@ if [ "$check_rc" -eq 0 ] && [ "$book_rc" -eq 0 ]; then
   echo "[attnbook] comparing the numbers of the two executions; every claim checked"
   set +e
   ATTNBOOK_COMPARE_RECORDS="$ROOT/_build/records/book:$check" \
-    python -m pytest -q -s -p no:cacheprovider tests/test_reproducible.py \
-      tests/test_dashboard_status.py -m two_runs
+    python -m pytest -q -s -p no:cacheprovider tests/ext/test_reproducible.py \
+      tests/ext/test_dashboard.py -m two_runs
   same_rc=$?
   same="exit $same_rc"
   set -e

@@ -74,7 +74,7 @@ def offline_without_mirror(monkeypatch, tmp_path):
 def small_splits(monkeypatch):
     """Tests of other behaviour that read or build a mirror of a few reviews: the
     whole-split verification (attnbook.data.recipe.verify_split) accepts any shape.
-    tests/test_data_shapes.py tests the verification itself."""
+    tests/data/test_sources.py tests the verification itself."""
     import attnbook.data.mirror
     import attnbook.data.sources
 

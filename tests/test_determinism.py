@@ -1,8 +1,8 @@
 """The computations of the chapters give the same bits twice, at a small scale.
 
 The test command executes a few chapters twice and compares every glued number
-(``tests/test_reproducible.py``); this test covers the computations of the others: the
-real-data runs of chapter 4 (seeds, gradient descent, the theorem's setting, the
+(``tests/ext/test_reproducible.py``); this test covers the computations of the others:
+the real-data runs of chapter 4 (seeds, gradient descent, the theorem's setting, the
 shuffled-label null) and the learning curves of section 4.10, the gradient flows, the
 max-margin problems and the regime map of chapter 3, and the two-layer and MLP-head
 models of chapter 5. Each is run in two fresh processes, under two hash seeds (so that

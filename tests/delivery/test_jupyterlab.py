@@ -37,7 +37,7 @@ websocket = pytest.importorskip(
     "websocket", reason="websocket-client comes with jupyter_server"
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "chapters/01_setup.ipynb"
 SERVER_START_S = 30.0  # JupyterLab starts in 3-8 s on a busy 2-core machine
 KERNEL_START_S = 30.0  # an ipykernel is ready in 1-3 s

@@ -1,8 +1,8 @@
 """The book as PDF (``scripts/build_pdf.py``), read back with pypdf.
 
 Runs after the book is built, beside the browser test: ``python -m pytest
-tests/test_pdf.py`` reads ``_build/pdf`` (or ``$ATTNBOOK_PDF_DIR``). Skipped when there
-is no built PDF.
+tests/delivery/test_pdf.py`` reads ``_build/pdf`` (or ``$ATTNBOOK_PDF_DIR``).
+Skipped when there is no built PDF.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from _ext.dashboard import CLAIMS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
     "check_browser", ROOT / "scripts" / "check_browser.py"
 )

@@ -48,7 +48,7 @@ from attnbook.validation import (
     validate_sequences,
 )
 
-PACKAGE = Path(__file__).resolve().parents[1] / "attnbook"
+PACKAGE = Path(__file__).resolve().parents[2] / "attnbook"
 F64 = torch.float64
 GEN = torch.Generator().manual_seed(3)
 E = torch.randn(6, 3, dtype=F64, generator=GEN)

@@ -5,7 +5,8 @@ One table of (call, expected message) for the public functions of the model, the
 the losses, the theory's frequency, training, synthetic data, seeding and reporting;
 then the data loader's failures (no network and no mirror, a damaged or incomplete
 parquet file, a wrong name or split), whose messages must name the two ways to get the
-data. Cases already covered in ``tests/test_data.py`` are extended here, not repeated.
+data. Cases already covered in ``tests/data/test_reviews.py`` are extended here, not
+repeated.
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ def test_verify_split_accepts_the_known_shape():
 
 
 def test_the_readme_lists_the_known_shapes():
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
     for name, label in (("imdb", "IMDB"), ("yelp", "Yelp")):
         for split in ("train", "test"):
             shape = known_shape(name, split)

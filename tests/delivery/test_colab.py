@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COLAB_PACKAGES = [
     "torch==2.13.0",
     "numpy",

@@ -36,7 +36,7 @@ from attnbook.book.records import RECORD_DIR_ENV
 
 from conftest import SPHINX_CONFIG
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ----------------------------------------------------------------------- two executions

@@ -1,11 +1,11 @@
 """The built book as a reader sees it, in headless Chromium
 (``scripts/check_browser.py``).
 
-Runs after the book is built: ``python -m pytest tests/test_browser.py``, reading the
-HTML from ``$ATTNBOOK_HTML_DIR`` (default ``_build/html``) and writing a screenshot of
-every page to ``$ATTNBOOK_SCREENSHOT_DIR`` (default ``_build/screenshots``). Skipped
-when there is no built book; fails, saying what to install, when Playwright or Chromium
-is missing.
+Runs after the book is built: ``python -m pytest tests/delivery/test_browser.py``,
+reading the HTML from ``$ATTNBOOK_HTML_DIR`` (default ``_build/html``) and writing a
+screenshot of every page to ``$ATTNBOOK_SCREENSHOT_DIR`` (default
+``_build/screenshots``). Skipped when there is no built book; fails, saying what to
+install, when Playwright or Chromium is missing.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
     "check_browser", ROOT / "scripts" / "check_browser.py"
 )

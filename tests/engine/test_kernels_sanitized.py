@@ -766,17 +766,17 @@ ASAN_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address", "-fo
 # the C-level cases: every pass, shape and backend of the kernel tests, the bad inputs
 # and the fuzz of this file (fewer examples); not the cache and build tests
 ASAN_SELECTION = [
-    "tests/test_kernels.py",
+    "tests/engine/test_kernels.py",
     "-k",
     "not fallback_build and not cache_folders",
-    "tests/test_hardening_kernels.py::test_bad_input_gives_a_clear_error",
-    "tests/test_hardening_kernels.py::test_empty_sizes_give_empty_results",
-    "tests/test_hardening_kernels.py::test_the_c_kernels_refuse_impossible_sizes",
-    "tests/test_hardening_kernels.py::test_a_checked_matrix_is_checked_again_after_a_change",
-    "tests/test_hardening_kernels.py::test_fuzz_scores",
-    "tests/test_hardening_kernels.py::test_fuzz_weighted_rows",
-    "tests/test_hardening_kernels.py::test_fuzz_low_rank",
-    "tests/test_hardening_kernels.py::test_fuzz_csr_times",
+    "tests/engine/test_kernels_sanitized.py::test_bad_input_gives_a_clear_error",
+    "tests/engine/test_kernels_sanitized.py::test_empty_sizes_give_empty_results",
+    "tests/engine/test_kernels_sanitized.py::test_the_c_kernels_refuse_impossible_sizes",
+    "tests/engine/test_kernels_sanitized.py::test_a_checked_matrix_is_checked_again_after_a_change",
+    "tests/engine/test_kernels_sanitized.py::test_fuzz_scores",
+    "tests/engine/test_kernels_sanitized.py::test_fuzz_weighted_rows",
+    "tests/engine/test_kernels_sanitized.py::test_fuzz_low_rank",
+    "tests/engine/test_kernels_sanitized.py::test_fuzz_csr_times",
 ]
 
 
@@ -822,7 +822,7 @@ def _run_under_asan(asan_build, script: str, *args: str) -> subprocess.Completed
         ATTNBOOK_FUZZ_EXAMPLES="25",
         ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0",
     )
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script), str(library), *args],
         cwd=root,

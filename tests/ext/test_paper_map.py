@@ -28,7 +28,7 @@ from attnbook.book.records import RECORD_DIR_ENV
 
 from conftest import SPHINX_CONFIG
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
     "check_browser", ROOT / "scripts" / "check_browser.py"
 )

@@ -2,7 +2,7 @@
 
 The torch form of the GPU passes runs on any device, so it is checked here on the CPU
 against the CPU engine and the dense reference. Tests marked ``gpu`` need a CUDA device
-and are skipped without one; ``python -m pytest -m gpu tests/test_gpu_engine.py`` runs
+and are skipped without one; ``python -m pytest -m gpu tests/engine/test_gpu.py`` runs
 only those.
 """
 
