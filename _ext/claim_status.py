@@ -2,7 +2,7 @@
 
 :func:`status_of` turns the checks of one reading into a badge; a claim's badge is
 :func:`status_of` over the checks of the paper's reading (``reading="paper"``, the
-default of :func:`~attnbook.book.records.check`). The checks of the book's own
+default of :func:`~attnbook.book.checks.check`). The checks of the book's own
 reading (``reading="book"``) never decide it: they are grouped by the
 :class:`BookReading` of the claim whose pattern their name matches into
 :class:`ReadingLine` objects, each with a badge of its own by the same rule.
@@ -71,7 +71,7 @@ def status_of(
 
     ``FAIL``: an asserted check failed, whatever its role; ``NOT CHECKED``: no
     evidence; ``NOT REPRODUCED``: every asserted check passed, but a statement measured
-    without assertion (:func:`~attnbook.book.records.compare_with_paper`) did not hold;
+    without assertion (:func:`~attnbook.book.checks.compare_with_paper`) did not hold;
     ``MEASURED``: everything held, but there is no statement to verify
     (``verifiable=False``: the checks are the book's own measurements); ``PASS
     (part)``: everything held, but the checks cover only part of the claim

@@ -8,7 +8,7 @@ on the landing page; PASS and FAIL are computed from the records, never typed.
 
 The status rule (:func:`status_of`): a claim's badge is decided by the checks that test
 the paper's statement as the dashboard quotes it (``reading="paper"``, the default of
-:func:`~attnbook.book.records.check`). A check of the book's own reading
+:func:`~attnbook.book.checks.check`). A check of the book's own reading
 (``reading="book"``: a stricter reading, a stand-in for something the paper does not
 give, a remark beside the claim) never decides it: such checks form the lines
 "The book's reading" under the claim (:class:`BookReading`, :attr:`ClaimRow.readings`),

@@ -6,7 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from attnbook.book.records import RECORD_DIR_ENV, SCHEMA, outcome, record_digest
+from attnbook.book.checks import outcome
+from attnbook.book.records import RECORD_DIR_ENV, SCHEMA, record_digest
 
 __all__ = ["load_records", "verify_record", "compare_records"]
 

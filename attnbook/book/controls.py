@@ -20,8 +20,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from attnbook.book.checks import check, compare_with_paper
 from attnbook.book.plotting import PALETTE, ROW_HEIGHT_IN, panel_grid, plot_binned
-from attnbook.book.records import check, compare_with_paper, glue
+from attnbook.book.records import glue
 from attnbook.experiments.controls import ControlledTrend
 from attnbook.experiments.seeded_runs import Run
 
@@ -114,7 +115,7 @@ def check_trend(
     ``trend`` is at least the threshold taken from its shuffled-label control; glue
     the largest value as ``name + "_high"`` and the threshold as ``name +
     "_threshold"``. Returns the smallest value. ``asserted=False`` records the
-    comparison without asserting it (:func:`attnbook.book.records.compare_with_paper`:
+    comparison without asserting it (:func:`attnbook.book.checks.compare_with_paper`:
     for a statistic whose margin is within its platform-to-platform rounding)."""
     values = trend.values("labels", statistic)
     threshold = trend.thresholds[statistic]

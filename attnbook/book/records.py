@@ -1,9 +1,8 @@
-"""Numbers into prose, the book's checks, and the record of a run.
+"""Numbers into prose and the record of a run.
 
 :func:`glue` stores a value for ``{glue:text}`` roles when MyST-NB is present (the book
-build) and does nothing otherwise (Colab, plain Jupyter). :func:`check` asserts a
-measured statistic against the threshold the text justifies, glues the value, and
-records the outcome.
+build) and does nothing otherwise (Colab, plain Jupyter), and records it; the checks
+(:mod:`attnbook.book.checks`) are recorded beside the glued values.
 
 Records
     When the environment variable ``ATTNBOOK_RECORD_DIR`` names a folder, every chapter
@@ -27,7 +26,7 @@ import math
 import os
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,19 +38,14 @@ __all__ = [
     "RUN_ID_ENV",
     "start_record",
     "glue",
-    "check",
-    "Check",
-    "ROLES",
-    "READINGS",
     "CHECKS",
     "GLUED",
     "VOLATILE",
-    "compare_with_paper",
-    "checks",
     "note_seed",
     "record_path",
     "record_digest",
-    "outcome",
+    "current_chapter",
+    "current_cell",
 ]
 
 RECORD_DIR_ENV = "ATTNBOOK_RECORD_DIR"
@@ -62,44 +56,10 @@ _CHAPTER: dict[str, Any] = {"name": None}
 _RUN: dict[str, Any] = {}
 
 
-@dataclass(frozen=True)
-class Check:
-    """One verified statement: the statistic, its threshold and the outcome."""
-
-    chapter: str | None
-    name: str
-    value: float
-    threshold: float
-    relation: str
-    passed: bool
-    claim: str | None = None
-    result: str | None = None
-    # code cells completed since start_chapter's cell, when in IPython
-    cell: int | None = None
-    asserted: bool = True  # False: a statement of the paper measured, not asserted
-    # evidence for a claim, an implementation identity, or a control
-    role: str = "evidence"
-    what: str | None = None  # the check in words, for the dashboard
-    # "paper": tests the paper's statement as the dashboard quotes it (decides the
-    # claim's badge); "book": the book's own reading or a side remark (shown apart)
-    reading: str = "paper"
-
-
-CHECKS: list[Check] = []
+#: The checks of this run (:class:`attnbook.book.checks.Check`), in order.
+CHECKS: list[Any] = []
 GLUED: dict[str, Any] = {}
 VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
-
-_RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
-
-
-def outcome(value: float, relation: str, threshold: float) -> bool:
-    """Whether ``value <relation> threshold`` holds: the one rule that decides a
-    check, when it runs and whenever its record is read back."""
-    if relation not in _RELATIONS:
-        raise ValueError(
-            f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}"
-        )
-    return bool(_RELATIONS[relation](float(value), float(threshold)))
 
 
 def record_digest(record: dict[str, Any]) -> str:
@@ -109,20 +69,6 @@ def record_digest(record: dict[str, Any]) -> str:
     body = {k: v for k, v in record.items() if k != "digest"}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-#: Whose statement a check tests: only ``paper`` evidence decides a claim's badge.
-READINGS = {
-    "paper": "the paper's statement as the claims dashboard quotes it",
-    "book": "the book's own reading of the claim, or a remark beside it",
-}
-
-#: What a check is for. Only ``evidence`` counts toward a claim's status.
-ROLES = {
-    "evidence": "evidence for a claim, in the regime the claim states",
-    "identity": "an implementation identity (two computations of one quantity agree)",
-    "control": "a negative control or a sanity check (shows the test can fail)",
-}
 
 
 # ---------------------------------------------------------------------- chapter and run
@@ -237,175 +183,14 @@ def glue(name: str, value: object, *, volatile: bool = False) -> None:
     _glue(name, value, display=False)
 
 
-def _record_check(
-    name: str,
-    value: float,
-    threshold: float,
-    relation: str,
-    claim: str | None,
-    result: str | None,
-    volatile: bool,
-    asserted: bool,
-    role: str,
-    what: str | None = None,
-    reading: str = "paper",
-) -> bool:
-    """Validate, record and glue one comparison of a statistic with its threshold."""
-    if role not in ROLES:
-        raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
-    if reading not in READINGS:
-        raise ValueError(f"reading must be one of {sorted(READINGS)}, got {reading!r}")
-    if relation not in _RELATIONS:
-        raise ValueError(
-            f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}"
-        )
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"check {name!r}: measured value is not finite ({value})")
-    threshold = float(threshold)
-    if not math.isfinite(threshold):
-        raise ValueError(f"check {name!r}: threshold is not finite ({threshold})")
-    passed = outcome(value, relation, threshold)
-    cell = _RUN.get("cells") if _RUN.get("watching") else None
-    CHECKS.append(
-        Check(
-            _CHAPTER["name"],
-            name,
-            value,
-            threshold,
-            relation,
-            passed,
-            claim,
-            result,
-            cell,
-            asserted,
-            role,
-            what,
-            reading,
-        )
-    )
-    glue(name, value, volatile=volatile)
-    return passed
+def current_chapter() -> str | None:
+    """The chapter that :func:`start_record` declared (``None`` before it)."""
+    return _CHAPTER["name"]
 
 
-def check(
-    name: str,
-    value: float,
-    threshold: float,
-    relation: str = ">=",
-    *,
-    claim: str | None = None,
-    result: str | None = None,
-    volatile: bool = False,
-    role: str = "evidence",
-    what: str | None = None,
-    reading: str = "paper",
-    asserted: bool = True,
-) -> float:
-    """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
-    check (``asserted=False``: record it without asserting, as
-    :func:`compare_with_paper` does).
-
-    ``claim`` names the claim of the paper the check verifies (``"C1"`` ... ``"C7d"``,
-    or ``"setup"``, ``"limits"``); ``result`` optionally names the label of the book's
-    result (``"thm-one-step"``) that the check verifies, for the claims dashboard.
-    ``volatile=True`` marks a statistic that changes from run to run (a timing): the
-    comparison of two runs then checks that it is present, not its value. ``role`` says
-    what the check is for (:data:`ROLES`): ``"evidence"`` for a claim, ``"identity"`` of
-    two implementations, or ``"control"`` (a negative control or sanity check); only
-    evidence counts toward a claim's status. ``what`` says in words what is checked
-    (the dashboard shows it instead of ``name``). ``reading`` says whose statement the
-    check tests (:data:`READINGS`): ``"paper"`` (the claim as the dashboard quotes it;
-    only such evidence decides the claim's badge) or ``"book"`` (the book's own stricter
-    reading or a side remark, shown on its own line under the claim).
-
-    Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
-    and ``ValueError`` for an unknown relation, a non-finite value, or a control or
-    identity recorded without assertion (only evidence may be).
-    """
-    if not asserted and role != "evidence":
-        raise ValueError(f"check {name!r}: only evidence is recorded unasserted")
-    passed = _record_check(
-        name,
-        value,
-        threshold,
-        relation,
-        claim,
-        result,
-        volatile,
-        asserted,
-        role,
-        what,
-        reading,
-    )
-    assert passed or not asserted, (
-        f"check {name!r} failed: measured {value:.6g}, required {relation} "
-        f"{threshold:.6g}"
-    )
-    return float(value)
-
-
-def checks(
-    *,
-    claim: str | None,
-    role: str = "evidence",
-    result: str | None = None,
-    reading: str = "paper",
-    what: dict[str, str] | None = None,
-    asserted: bool = True,
-):
-    """:func:`check` with the claim, role, result, reading and ``asserted`` set once for
-    a block of checks, so that each check is one line::
-
-        c3 = checks(claim="C3", result="thm-max-margin", what={"kkt_gap": "KKT gap"})
-        c3("kkt_gap", gap, 1e-6, "<=")
-        c3("alignment", cosine, 0.99)
-
-    ``what`` maps a check's name to its description in words (the dashboard shows it);
-    a call may still pass ``what=`` or override any shared keyword. Raises
-    ``ValueError`` at once for an unknown role or reading.
-    """
-    if role not in ROLES:
-        raise ValueError(f"role must be one of {sorted(ROLES)}, got {role!r}")
-    if reading not in READINGS:
-        raise ValueError(f"reading must be one of {sorted(READINGS)}, got {reading!r}")
-    shared = dict(claim=claim, role=role, result=result, reading=reading)
-    shared["asserted"] = asserted
-    described = dict(what or {})
-
-    def block_check(
-        name: str, value: float, threshold: float, relation: str = ">=", **keywords
-    ) -> float:
-        keywords.setdefault("what", described.get(name))
-        return check(name, value, threshold, relation, **{**shared, **keywords})
-
-    return block_check
-
-
-def compare_with_paper(
-    name: str,
-    value: float,
-    threshold: float,
-    relation: str = ">=",
-    *,
-    claim: str,
-    result: str | None = None,
-    what: str | None = None,
-    reading: str = "paper",
-) -> bool:
-    """Set a measured statistic against the threshold a statement of the paper implies,
-    without asserting it; glue ``value`` as ``name``, record the outcome and return it.
-
-    For the statements the book measures and finds not to hold in its runs: the chapter
-    says so in its text, and the claims dashboard shows the claim as NOT REPRODUCED,
-    computed from the recorded outcome, instead of the build failing. Everything the
-    book itself states is asserted with :func:`check`. Raises ``ValueError`` like
-    :func:`check`.
-    """
-    if not claim:
-        raise ValueError("compare_with_paper needs the claim of the paper it measures")
-    recorded = (claim, result, False, False, "evidence", what, reading)
-    return _record_check(name, value, threshold, relation, *recorded)
+def current_cell() -> int | None:
+    """Code cells completed since the chapter's start, when inside IPython."""
+    return _RUN.get("cells") if _RUN.get("watching") else None
 
 
 # ---------------------------------------------------------------------- writing records

@@ -240,7 +240,7 @@ From {prf:ref}`prop-aux`.
 Prose that cites {prf:ref}`thm-mini` and {prf:ref}`def-mini` adds no arrow.
 """
 _CODE = (
-    "from attnbook.book.records import check, compare_with_paper\n"
+    "from attnbook.book.checks import check, compare_with_paper\n"
     "from attnbook.book.chapter import start_chapter\n"
     "rng, device = start_chapter('ch1', seed=5)\n"
     "check('stat', 0.5, 0.25, claim='C1', result='lem-mini')\n"

@@ -11,6 +11,7 @@ import pytest
 
 from _ext.dashboard import claim_rows
 from _ext.record_files import load_records
+from attnbook.book import checks
 from attnbook.book import records as report
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV, record_digest
 
@@ -21,8 +22,8 @@ def run(tmp_path, monkeypatch):
     monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(RUN_ID_ENV, "run-1")
     report.start_record("ch")
-    report.check("stat", 0.5, 0.25, claim="C1")
-    report.check("gap", 0.1, 0.2, "<=", claim="C1", role="control")
+    checks.check("stat", 0.5, 0.25, claim="C1")
+    checks.check("gap", 0.1, 0.2, "<=", claim="C1", role="control")
     path = tmp_path / "ch.json"
     assert load_records(tmp_path, "run-1")["ch"]["checks"][0]["passed"] is True
     return path

@@ -31,6 +31,7 @@ from _ext.dashboard import (
 )
 from _ext.execution import execute_book, read_run_id
 from _ext.record_files import compare_records, load_records
+from attnbook.book import checks
 from attnbook.book import records as report
 from attnbook.book.records import RECORD_DIR_ENV
 
@@ -95,7 +96,7 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
     report.glue("arr", np.arange(3))
     report.glue("t", torch.tensor(2.5))
     report.glue("label", "text")
-    report.check("stat", 0.25, 0.5, "<=", claim="C1", result="thm-x")
+    checks.check("stat", 0.25, 0.5, "<=", claim="C1", result="thm-x")
     rec = json.loads((tmp_path / "ch.json").read_text())
     assert rec["glued"] == {"arr": [0, 1, 2], "t": 2.5, "label": "text", "stat": 0.25}
     assert rec["seeds"] == [7]
@@ -117,23 +118,23 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
         }
     ]
     with pytest.raises(ValueError, match="reading"):
-        report.check("s2", 1.0, 0.0, claim="C1", reading="mine")
+        checks.check("s2", 1.0, 0.0, claim="C1", reading="mine")
     # a statement of the paper measured without assertion: recorded, never raises
-    assert report.compare_with_paper("gap", -0.1, 0.0, ">=", claim="C6a") is False
+    assert checks.compare_with_paper("gap", -0.1, 0.0, ">=", claim="C6a") is False
     rec = json.loads((tmp_path / "ch.json").read_text())
     assert (
         rec["checks"][-1]["asserted"] is False and rec["checks"][-1]["passed"] is False
     )
     assert rec["glued"]["gap"] == -0.1
     with pytest.raises(ValueError, match="claim"):
-        report.compare_with_paper("gap2", 1.0, 0.0, claim="")
+        checks.compare_with_paper("gap2", 1.0, 0.0, claim="")
     # the installed distribution's version (torch.__version__ may carry a build suffix
     # the package metadata lacks, e.g. '2.14.1+cu130' for the PyPI wheel '2.14.1')
     assert rec["environment"]["versions"]["torch"] == importlib.metadata.version(
         "torch"
     )
     with pytest.raises(AssertionError, match="failed"):
-        report.check("bad", 2.0, 1.0, "<=", claim="C1")
+        checks.check("bad", 2.0, 1.0, "<=", claim="C1")
     rec = load_records(tmp_path)["ch"]
     assert [c["passed"] for c in rec["checks"]] == [
         True,
@@ -434,7 +435,7 @@ def test_checks_know_their_cell_in_a_kernel(tmp_path, monkeypatch):
     nb = nbformat.v4.new_notebook(
         cells=[
             nbformat.v4.new_code_cell(
-                "from attnbook.book.records import check\n"
+                "from attnbook.book.checks import check\n"
                 "from attnbook.book.chapter import start_chapter\nx = 1"
             ),
             nbformat.v4.new_markdown_cell("```{prf:lemma} L\n:label: lem-l\n```"),
@@ -490,7 +491,7 @@ def test_volatile_values_are_not_compared(tmp_path, monkeypatch):
         report.start_record("perf")
         report.glue("n", 3)
         report.glue("time_s", seconds, volatile=True)
-        report.check("speedup", 10 * seconds, 5.0, claim="setup", volatile=True)
+        checks.check("speedup", 10 * seconds, 5.0, claim="setup", volatile=True)
         runs.append(load_records(folder))
     assert runs[0]["perf"]["volatile"] == ["speedup", "time_s"]
     assert compare_records(*runs) == []
@@ -555,7 +556,7 @@ def test_dashboard_in_a_real_build(tmp_path):
     REPRODUCED; and the run report."""
     book = _mini_book(
         tmp_path / "ok",
-        "from attnbook.book.records import check, compare_with_paper\n"
+        "from attnbook.book.checks import check, compare_with_paper\n"
         "from attnbook.book.chapter import start_chapter\n"
         "rng, device = start_chapter('ch1', seed=5)\n"
         "check('mini_stat', 0.5, 0.25, '>=', claim='C1')\n"

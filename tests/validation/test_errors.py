@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 
+from attnbook.book import checks
 from attnbook.book import records as report
 from attnbook.data.reviews import (
     DATA_DIR_ENV,
@@ -253,12 +254,12 @@ CASES = {
     ),
     "glue without name": (lambda: report.glue("", 1.0), "non-empty string"),
     "check: relation": (
-        lambda: report.check("x", 1.0, 0.0, "=="),
+        lambda: checks.check("x", 1.0, 0.0, "=="),
         "relation must be one of",
     ),
-    "check: NaN value": (lambda: report.check("x", float("nan"), 0.0), "not finite"),
+    "check: NaN value": (lambda: checks.check("x", float("nan"), 0.0), "not finite"),
     "check: infinite threshold": (
-        lambda: report.check("x", 1.0, float("inf")),
+        lambda: checks.check("x", 1.0, float("inf")),
         "threshold",
     ),
 }

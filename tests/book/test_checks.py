@@ -1,11 +1,11 @@
-"""One-line checks: :func:`attnbook.book.records.checks` sets the claim, role, result
+"""One-line checks: :func:`attnbook.book.checks.checks` sets the claim, role, result
 and reading once for a block of checks."""
 
 from __future__ import annotations
 
 import pytest
 
-from attnbook.book import records
+from attnbook.book import checks, records
 
 
 @pytest.fixture
@@ -21,12 +21,12 @@ def block(tmp_path, monkeypatch):
 )
 def test_an_unknown_role_or_reading_is_rejected_at_once(block, keywords, message):
     with pytest.raises(ValueError, match=message):
-        records.checks(claim="C1", **keywords)
+        checks.checks(claim="C1", **keywords)
     assert block == []  # rejected before any check runs
 
 
 def test_every_check_of_a_block_shares_its_keywords(block):
-    c3 = records.checks(claim="C3", role="control", result="thm-x", reading="book")
+    c3 = checks.checks(claim="C3", role="control", result="thm-x", reading="book")
     assert c3("a", 0.5, 0.1) == 0.5
     c3("b", 1.0, 2.0, "<=")
     assert [c.name for c in block] == ["a", "b"]
@@ -42,13 +42,13 @@ def test_every_check_of_a_block_shares_its_keywords(block):
 
 
 def test_defaults_are_paper_evidence_without_result(block):
-    records.checks(claim="C1")("a", 1.0, 0.0)
+    checks.checks(claim="C1")("a", 1.0, 0.0)
     (c,) = block
     assert (c.role, c.reading, c.result, c.what) == ("evidence", "paper", None, None)
 
 
 def test_a_call_overrides_a_shared_keyword(block):
-    c1 = records.checks(claim="C1", result="lemma-a")
+    c1 = checks.checks(claim="C1", result="lemma-a")
     c1("a", 1.0, 0.0, role="identity", result="lemma-b", reading="book")
     c1("b", 1.0, 0.0)
     first, second = block
@@ -61,7 +61,7 @@ def test_a_call_overrides_a_shared_keyword(block):
 
 
 def test_what_comes_from_the_mapping_unless_the_call_gives_it(block):
-    c2 = records.checks(claim="C2", what={"a": "the a statistic", "b": "unused"})
+    c2 = checks.checks(claim="C2", what={"a": "the a statistic", "b": "unused"})
     c2("a", 1.0, 0.0)
     c2("b", 1.0, 0.0, what="given here")
     c2("c", 1.0, 0.0)
@@ -69,7 +69,7 @@ def test_what_comes_from_the_mapping_unless_the_call_gives_it(block):
 
 
 def test_a_failing_check_of_a_block_still_fails(block):
-    c1 = records.checks(claim="C1")
+    c1 = checks.checks(claim="C1")
     with pytest.raises(AssertionError, match="check 'a' failed"):
         c1("a", 0.1, 0.5)
     with pytest.raises(ValueError, match="relation must be one of"):
@@ -78,7 +78,7 @@ def test_a_failing_check_of_a_block_still_fails(block):
 
 
 def test_an_unasserted_block_records_without_failing(block):
-    paper = records.checks(claim="C6b", result="conj-x", asserted=False)
+    paper = checks.checks(claim="C6b", result="conj-x", asserted=False)
     assert paper("a", 0.9, 0.5, "<=") == 0.9
     paper("b", 0.1, 0.5, "<=")
     with pytest.raises(AssertionError, match="check 'c' failed"):
@@ -93,7 +93,7 @@ def test_an_unasserted_block_records_without_failing(block):
 
 
 def test_only_evidence_is_recorded_unasserted(block):
-    control = records.checks(claim="C1", role="control", asserted=False)
+    control = checks.checks(claim="C1", role="control", asserted=False)
     with pytest.raises(ValueError, match="only evidence"):
         control("a", 1.0, 0.0)
     assert block == []
