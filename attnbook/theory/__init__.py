@@ -5,6 +5,8 @@
   closed-form prediction;
 - :mod:`~attnbook.theory.one_step_check` -- the step from a seeded initialization,
   measured against the prediction, and the statistics that compare them;
+- :mod:`~attnbook.theory.selections`     -- a selection of tokens per sequence: its
+  max-margin constraints and the score gaps of a direction;
 - :mod:`~attnbook.theory.max_margin`     -- the max-margin token-selection problem and
   its KKT check;
 - :mod:`~attnbook.theory.flow_problem`   -- the data of a flow on the ``<cls>`` vector

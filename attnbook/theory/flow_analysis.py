@@ -15,8 +15,8 @@ import torch
 from attnbook.engine.counts import as_token_counts
 from attnbook.models.parameters import init_parameters
 from attnbook.theory.flow_problem import FlowPath, FlowProblem, finite_number
-from attnbook.theory.max_margin import selection_gaps, selection_sets
 from attnbook.theory.one_step import one_gradient_step
+from attnbook.theory.selections import selection_gaps, selection_sets
 from attnbook.validation import as_signed_labels
 
 __all__ = [

@@ -10,6 +10,8 @@ from attnbook.theory.max_margin import (
     kkt_residuals,
     max_margin_direction,
     max_margin_solution,
+)
+from attnbook.theory.selections import (
     selection_constraints,
     selection_margins,
     selection_sets,
