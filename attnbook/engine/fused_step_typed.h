@@ -1,0 +1,146 @@
+/* The fused training step of count_kernels.c for one element type: count_kernels.c defines T
+ * and SUFFIX (f32 or f64) and includes this file after count_kernels_typed.h.
+ *
+ *   fused_step: one sweep over E (V, d) and, for Adam, its two moments M and W (V, d):
+ *     row s of the gradient           g_s = sum_j G[s, j] P[j, :]       (never stored)
+ *     the sums of the rows            Q  = G^T E          (E before the update, optional)
+ *     the update                      Adam (M, W not NULL) or plain gradient descent
+ *     the scores of the updated rows  S  = E P^T          (after the update, optional)
+ *   so that each of E, M and W is read once and written once.
+ *
+ * The Adam update is torch.optim.Adam's (betas, eps, no weight decay, no amsgrad), written as
+ * torch's fused CPU kernel writes it:
+ *     m <- m + (1 - beta1) (g - m)
+ *     w <- beta2 w + (1 - beta2) g^2
+ *     e <- e - step_size m / (sqrt(w) / bc2_sqrt + eps)
+ * with step_size = lr / (1 - beta1^t) and bc2_sqrt = sqrt(1 - beta2^t) given by the caller.
+ * Gradient descent is e <- e - lr g. */
+
+#define FGLUE_(a, b) a##_##b
+#define FGLUE(a, b) FGLUE_(a, b)
+#define FNAME(name) FGLUE(name, SUFFIX)
+
+/* sqrt in the element type (the float one for float: no round trip through double); kernels.py
+ * compiles with -fno-math-errno, so that it is vectorised (w >= 0: it never fails) */
+#define FSQRT(x) (sizeof(T) == sizeof(float) ? (T)sqrtf((float)(x)) : (T)sqrt((double)(x)))
+
+#define FWITH_J(J, CALL)                                                                      \
+    switch (J) {                                                                              \
+    case 1: CALL(1); break;                                                                   \
+    case 2: CALL(2); break;                                                                   \
+    case 3: CALL(3); break;                                                                   \
+    default: CALL(J);                                                                         \
+    }
+
+/* The hyperparameters of one step, in the element type. */
+typedef struct {
+    T lr, one_minus_beta1, beta2, one_minus_beta2, eps, step_size, bc2_sqrt;
+} FNAME(step_constants);
+
+/* One row: e (d), m and w (d, or NULL for gradient descent), its gradient weights g (J), the
+ * sums acc (J, d) or NULL, the scores s (J) or NULL. Works on LANES elements at a time: the
+ * row's gradient piece is built in registers and never stored. */
+static inline __attribute__((always_inline)) void FNAME(step_row)(
+    T *restrict e, T *restrict m, T *restrict w, const T *restrict g, const T *restrict P,
+    int64_t d, const int64_t J, T *restrict acc, T *restrict s,
+    const FNAME(step_constants) *c) {
+    T part[MAX_COLUMNS][LANES];
+    if (s)
+        for (int64_t j = 0; j < J; ++j)
+            for (int l = 0; l < LANES; ++l) part[j][l] = 0;
+    for (int64_t k = 0; k < d; k += LANES) {
+        const int len = d - k < LANES ? (int)(d - k) : LANES;
+        T grad[LANES];
+#pragma omp simd
+        for (int l = 0; l < len; ++l) {
+            T x = 0;
+            for (int64_t j = 0; j < J; ++j) x += g[j] * P[j * d + k + l];
+            grad[l] = x;
+        }
+        if (acc)
+            for (int64_t j = 0; j < J; ++j) {
+                const T gj = g[j];
+                T *a = acc + j * d + k;
+#pragma omp simd
+                for (int l = 0; l < len; ++l) a[l] += gj * e[k + l];
+            }
+        if (m) {
+#pragma omp simd
+            for (int l = 0; l < len; ++l) {
+                const T x = grad[l];
+                const T mm = m[k + l] + c->one_minus_beta1 * (x - m[k + l]);
+                const T ww = c->beta2 * w[k + l] + c->one_minus_beta2 * x * x;
+                const T denom = FSQRT(ww) / c->bc2_sqrt + c->eps;
+                e[k + l] = e[k + l] + (-c->step_size) * mm / denom;
+                m[k + l] = mm;
+                w[k + l] = ww;
+            }
+        } else {
+#pragma omp simd
+            for (int l = 0; l < len; ++l) e[k + l] = e[k + l] + (-c->lr) * grad[l];
+        }
+        if (s)
+            for (int64_t j = 0; j < J; ++j) {
+                const T *q = P + j * d + k;
+#pragma omp simd
+                for (int l = 0; l < len; ++l) part[j][l] += e[k + l] * q[l];
+            }
+    }
+    if (s)
+        for (int64_t j = 0; j < J; ++j) {
+            T x = 0;
+            for (int l = 0; l < LANES; ++l) x += part[j][l];
+            s[j] = x;
+        }
+}
+
+/* Returns 0; 1 for impossible sizes or pointers; 2 when the per-thread sums get no memory. */
+int FNAME(fused_step)(T *E, T *M, T *W, int64_t V, int64_t d, const T *G, const T *P,
+                      int64_t J, T *Q, T *S, double lr, double beta1, double beta2, double eps,
+                      double step_size, double bc2_sqrt, int threads) {
+    if (V < 0 || d < 0 || J < 1 || J > MAX_COLUMNS || !E || !G || !P) return 1;
+    if ((M == NULL) != (W == NULL)) return 1;
+    if (threads < 1) threads = 1;
+    const FNAME(step_constants) c = {(T)lr,         (T)(1 - beta1), (T)beta2, (T)(1 - beta2),
+                                     (T)eps,        (T)step_size,   (T)bc2_sqrt};
+    T *shares = NULL;
+    if (Q != NULL && J * d > 0) {
+        shares = calloc((size_t)threads * J * d, sizeof(T)); /* one (J, d) sum per thread */
+        if (shares == NULL) return 2;
+    }
+    const int64_t bytes = d * (int64_t)sizeof(T);
+#pragma omp parallel num_threads(threads)
+    {
+        T *acc = shares ? shares + (int64_t)THREAD_ID * J * d : NULL;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < V; b += BLOCK_ROWS) {
+            const int64_t rows = V - b < BLOCK_ROWS ? V - b : BLOCK_ROWS;
+            prefetch_block(E + b * d, b, V, bytes);
+            if (M) {
+                prefetch_block(M + b * d, b, V, bytes);
+                prefetch_block(W + b * d, b, V, bytes);
+            }
+            for (int64_t r = b; r < b + rows; ++r) {
+                T *m = M ? M + r * d : NULL, *w = W ? W + r * d : NULL;
+                T *s = S ? S + r * J : NULL;
+#define ROW(J_) FNAME(step_row)(E + r * d, m, w, G + r * J, P, d, J_, acc, s, &c)
+                FWITH_J(J, ROW)
+#undef ROW
+            }
+        }
+    }
+    if (Q != NULL) { /* the shares are added in thread order */
+        if (shares == NULL) return 0;
+        memcpy(Q, shares, sizeof(T) * J * d);
+        for (int t = 1; t < threads; ++t)
+            for (int64_t k = 0; k < J * d; ++k) Q[k] += shares[(int64_t)t * J * d + k];
+        free(shares);
+    }
+    return 0;
+}
+
+#undef FWITH_J
+#undef FSQRT
+#undef FNAME
+#undef FGLUE
+#undef FGLUE_
