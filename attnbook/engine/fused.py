@@ -1,5 +1,5 @@
-"""One sweep over the embeddings per training step: the update of ``E`` with a rank-``J``
-gradient, fused with the passes before and after it.
+"""One sweep over the embeddings per training step: the update of ``E`` with a
+rank-``J`` gradient, fused with the passes before and after it.
 
 When the gradient of ``E`` (``V, d``) is ``G @ P`` for a thin ``G`` (``V, J``) and ``P``
 (``J, d``) -- as for the one-layer model, where ``P = [p, v]`` -- a training step need
@@ -61,7 +61,9 @@ def _real(name: str, value: object, *, positive: bool = False) -> float:
         or (positive and value == 0)
     ):
         kind = "a positive" if positive else "a non-negative"
-        raise ValueError(f"fused_step: {name} must be {kind} finite number, got {value!r}")
+        raise ValueError(
+            f"fused_step: {name} must be {kind} finite number, got {value!r}"
+        )
     return float(value)
 
 

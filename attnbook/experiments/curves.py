@@ -15,6 +15,7 @@ at every common step, in the three readings of the real-data chapter.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -26,6 +27,7 @@ import torch
 from attnbook.data.corpus import ReviewCorpus
 from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.experiments.importance import mean_within_bin_std
+from attnbook.models.fused_training import fused_one_layer_step
 from attnbook.models.training import binary_loss_closure, training_step
 
 __all__ = [
@@ -171,6 +173,13 @@ def train_curve(
         )
     loss_fn = binary_loss_closure(P, *train)
     opt = dynamics.optimizer_for(P, tuple(trainable))
+    step_fn = fused_one_layer_step(
+        P,
+        *train,
+        optimizer=dynamics.optimizer,
+        lr=dynamics.lr,
+        trainable=tuple(trainable),
+    ) or functools.partial(training_step, opt, loss_fn)
     wanted, curve = set(eval_steps), Curve()
 
     def record(step: int) -> None:
@@ -186,7 +195,7 @@ def train_curve(
     if 0 in wanted:
         record(0)
     for step in range(1, max(eval_steps) + 1):
-        training_step(opt, loss_fn, step)
+        step_fn(step)
         if step in wanted:
             record(step)
     curve.seconds = time.perf_counter() - t0

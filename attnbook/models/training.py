@@ -18,6 +18,7 @@ from attnbook.data.labels import as_signed_labels
 from attnbook.engine.counts import ArgumentTypeError, TokenCounts, check_count
 from attnbook.models.attention import count_attention_output
 from attnbook.models.count_engine import check_counts
+from attnbook.models.fused_training import fused_one_layer_step
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import check_parameters
 
@@ -51,6 +52,7 @@ def binary_loss_closure(
             count_attention_output(params["E"], params["p"], params["v"], counts), y
         )
 
+    loss.one_layer = (params, counts, y)  # lets fit take the fused step
     return loss
 
 
@@ -146,6 +148,11 @@ def fit(
     history stores the step (``best_step``), the value (``best_value``) and detached
     copies of all parameters (``best_params``); the first of equal values is kept.
     ``params`` still end at the last step.
+
+    When ``loss_fn`` is a :func:`binary_loss_closure` over ``params`` and ``E`` is
+    trained on the CPU, each step is the one-sweep step of
+    :class:`attnbook.models.fused_training.FusedOneLayerStep` (the same update up to
+    rounding).
     """
     steps = check_count(steps, "steps", minimum=0)
     eval_every = check_count(eval_every, "eval_every")
@@ -196,6 +203,7 @@ def fit(
     for name, t in params.items():
         t.requires_grad_(name in names)
     opt = OPTIMIZERS[optimizer]([params[n] for n in names], lr)
+    fused = _fused_step(params, loss_fn, optimizer, lr, names)
     history = History()
     bar = None
     if progress:
@@ -227,7 +235,7 @@ def fit(
         history.stopped_at = 0
         return history
     for step in range(1, steps + 1):
-        loss = training_step(opt, loss_fn, step)
+        loss = training_step(opt, loss_fn, step) if fused is None else fused(step)
         history.loss.append(float(loss))
         if bar is not None:
             bar.update(1)
@@ -238,6 +246,25 @@ def fit(
     if bar is not None:
         bar.close()
     return history
+
+
+def _fused_step(
+    params: Mapping[str, torch.Tensor],
+    loss_fn: Callable[[], torch.Tensor],
+    optimizer: str,
+    lr: float,
+    names: tuple[str, ...],
+) -> Callable[[int], torch.Tensor] | None:
+    """The one-sweep step of :mod:`attnbook.models.fused_training` when ``loss_fn`` is a
+    :func:`binary_loss_closure` over these very parameters and the step applies there;
+    else ``None``."""
+    spec = getattr(loss_fn, "one_layer", None)
+    if spec is None or any(spec[0].get(k) is not params.get(k) for k in "Epv"):
+        return None
+    _, counts, y = spec
+    return fused_one_layer_step(
+        params, counts, y, optimizer=optimizer, lr=lr, trainable=names
+    )
 
 
 def plateau_stop(
