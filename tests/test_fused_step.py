@@ -255,3 +255,22 @@ def test_step_table_reports_the_three_steps():
     assert table["bytes"] == 4 * 41 + 8 * counts.nnz + 6 * 60 * 16 * 4
     last = step_lines(table, 1e10)[-1]
     assert last.startswith("step_bound_fraction=") and "step_speedup=" in last
+
+
+@pytest.mark.parametrize("scale", [1e3, 1e6])
+def test_fused_step_keeps_the_row_shift_paths(scale):
+    """A large p makes the cancellation ratio exceed its limit (1e3) and, further, some
+    row's mass underflow the vocabulary shift (1e6): the fused step then takes the
+    engine's row-shift formulas, as the current step does."""
+    _, counts, y = _corpus()
+    init = init_parameters(60, 8, generator=torch.Generator().manual_seed(6))
+    init = {k: t.detach().double() for k, t in init.items()}
+    init["p"] = init["p"] * scale
+    a = {k: t.clone() for k, t in init.items()}
+    b = {k: t.clone().requires_grad_() for k, t in init.items()}
+    fused = FusedOneLayerStep(a, counts, y, lr=0.01)
+    current = _current_step(b, counts, y, torch.optim.Adam, 0.01)
+    for step in range(1, 4):
+        assert abs(float(fused(step)) - float(current(step))) < 1e-13
+    for k in "Epv":
+        assert _rel(a[k], b[k]) < 1e-12

@@ -12,6 +12,8 @@
  *   csr_times:     Y = A X       A (n, m) CSR, X (m, J) -> Y (n, J)    one read of A
  *   fused_step:    Adam or gradient descent on E with the gradient G P, Q = G^T E before and
  *                  S = E P^T after the update     one read and write of E (and its moments)
+ *   logistic_counts: A [u, u b], then A^T [r_D, R] of the logistic loss, row by row
+ *                                                  one read of A
  *
  * The functions are written once, in count_kernels_typed.h (fused_step in fused_step_typed.h), for an element
  * type T, and included

@@ -27,7 +27,12 @@ import torch
 
 from attnbook.engine import kernels
 
-__all__ = ["AdamMoments", "fused_step", "fused_step_unchecked"]
+__all__ = [
+    "AdamMoments",
+    "fused_step",
+    "fused_step_unchecked",
+    "logistic_counts_unchecked",
+]
 
 
 @dataclass
@@ -215,3 +220,43 @@ def _torch_step(
         E.addcdiv_(moments.exp_avg, denom, value=-step_size)
     S = E @ P.t() if scores else None
     return Q, S
+
+
+def logistic_counts_unchecked(
+    A: torch.Tensor, X: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The forward and backward count products of the one-layer model with the mean
+    logistic loss in one pass over the sparse CSR ``A`` (``n, V``): ``(f, den, Z)``
+    with ``[den, num] = A @ X`` for ``X = [u, u b]`` (``V, 2``), ``f = num / den`` and
+    ``Z = A.T @ [r_D, R]``, ``R = g / den``, ``r_D = -R f``, ``g`` the derivative of the
+    mean logistic loss in ``f`` (labels ``y``, -1/+1). ``None`` where the compiled
+    kernel does not serve these tensors (the caller then makes the two products)."""
+    indptr, indices, values = A.crow_indices(), A.col_indices(), A.values()
+    if not (
+        X.shape[1] == 2
+        and indptr.dtype == indices.dtype == torch.int32
+        and y.dtype == X.dtype == values.dtype
+        and kernels._uses_native(values, X, y, indptr, indices)
+    ):
+        return None
+    (n, V), dtype = A.shape, X.dtype
+    f, den = torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype)
+    Z = torch.empty(V, 2, dtype=dtype)
+    fn = getattr(kernels.native_library(), f"logistic_counts_{kernels._SUFFIX[dtype]}")
+    code = fn(
+        indptr.data_ptr(),
+        indices.data_ptr(),
+        values.data_ptr(),
+        n,
+        X.data_ptr(),
+        V,
+        y.data_ptr(),
+        f.data_ptr(),
+        den.data_ptr(),
+        Z.data_ptr(),
+        kernels._threads(),
+    )
+    if code == 2:
+        raise MemoryError("logistic_counts: no memory for the per-thread sums")
+    kernels._status("logistic_counts", code)
+    return f, den, Z

@@ -139,6 +139,60 @@ int FNAME(fused_step)(T *E, T *M, T *W, int64_t V, int64_t d, const T *G, const 
     return 0;
 }
 
+/* The count products of a step of the one-layer model with the mean logistic loss, forward
+ * and backward in one pass over the counts A (n, V) (CSR, 32-bit indices): for each row i,
+ *     [den_i, num_i] = A_i [u, u b]        (X = [u, u b], (V, 2); as csr_times computes it)
+ *     f_i = num_i / den_i,   g_i = dL/df_i = -y_i sigmoid(-y_i f_i) / n
+ *     Z += A_i^T [r_D, R]    with R = g_i / den_i, r_D = -R f_i
+ * while the row's entries are in cache; Z (V, 2) is summed per thread, then in thread order.
+ * The derivative is written as torch's softplus backward (threshold 20). Returns 0; 1 for
+ * impossible sizes or pointers; 2 when the per-thread sums get no memory. */
+int FNAME(logistic_counts)(const int32_t *indptr, const int32_t *indices, const T *values,
+                           int64_t n, const T *X, int64_t V, const T *y, T *f, T *den, T *Z,
+                           int threads) {
+    if (n < 1 || V < 1 || !indptr || !indices || !values || !X || !y || !f || !den || !Z)
+        return 1;
+    if (threads < 1) threads = 1;
+    T *shares = calloc((size_t)threads * V * 2, sizeof(T)); /* one Z per thread */
+    if (shares == NULL) return 2;
+    const T inv_n = (T)1 / (T)n;
+#pragma omp parallel num_threads(threads)
+    {
+        const int t = THREAD_ID, team = TEAM_SIZE;
+        T *z = shares + (int64_t)t * V * 2;
+        const int64_t start = FNAME(share_start)(indptr, n, t, team);
+        const int64_t stop = t + 1 == team ? n : FNAME(share_start)(indptr, n, t + 1, team);
+        for (int64_t i = start; i < stop; ++i) {
+            if (i + AHEAD < n) {
+                const int32_t lo = indptr[i + AHEAD], len = indptr[i + AHEAD + 1] - lo;
+                prefetch_row(indices + lo, len * (int64_t)sizeof(int32_t));
+                prefetch_row(values + lo, len * (int64_t)sizeof(T));
+            }
+            const int32_t lo = indptr[i], hi = indptr[i + 1];
+            T dn[2];
+            FNAME(csr_row)(dn, indices, values, lo, hi, X, 2);
+            const T fi = dn[1] / dn[0];
+            const T x = -y[i] * fi;
+            const T ex = (T)exp((double)x);
+            const T s = x > (T)20 ? (T)1 : ex / (ex + (T)1);
+            const T g = (inv_n * s) * -y[i];
+            const T R = g / dn[0], rD = -(R * fi);
+            for (int32_t k = lo; k < hi; ++k) {
+                T *zs = z + 2 * (int64_t)indices[k];
+                zs[0] += values[k] * rD;
+                zs[1] += values[k] * R;
+            }
+            f[i] = fi;
+            den[i] = dn[0];
+        }
+    }
+    memcpy(Z, shares, sizeof(T) * V * 2);
+    for (int t = 1; t < threads; ++t)
+        for (int64_t k = 0; k < 2 * V; ++k) Z[k] += shares[(int64_t)t * V * 2 + k];
+    free(shares);
+    return 0;
+}
+
 #undef FWITH_J
 #undef FSQRT
 #undef FNAME

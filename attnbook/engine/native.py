@@ -269,6 +269,7 @@ def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
             ("low_rank", [P, P, I64, I64, I64, P, INT]),
             ("csr_times", [P, P, P, I64, P, I64, P, INT]),
             ("fused_step", [P, P, P, I64, I64, P, P, I64, P, P, *[F64] * 6, INT]),
+            ("logistic_counts", [P, P, P, I64, P, I64, P, P, P, P, INT]),
         ):
             fn = getattr(lib, f"{name}_{suffix}")
             fn.argtypes, fn.restype = args, INT

@@ -29,7 +29,11 @@ import torch
 from attnbook.data.labels import as_signed_labels
 from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
-from attnbook.engine.fused import AdamMoments, fused_step_unchecked
+from attnbook.engine.fused import (
+    AdamMoments,
+    fused_step_unchecked,
+    logistic_counts_unchecked,
+)
 from attnbook.models.count_engine import (
     CANCELLATION_LIMIT,
     RowTerms,
@@ -49,28 +53,38 @@ def loss_and_score_gradient(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The logistic loss of the one-layer model and its gradient ``G`` ``(V, 2)`` in
     the scores ``[a, b] = E [p, v]^T`` (``scores``, ``(V, 2)``), by the count engine's
-    two sparse products (the same formulas as
+    formulas (forward and backward in one pass over the counts where the compiled
+    kernel serves them and the vocabulary shift holds; else its two sparse products, as
     :func:`attnbook.models.count_engine.count_heads_output` and its backward, without
     the passes over ``E``). ``PW`` is ``[p, v]`` ``(2, d)``; ``y`` the -1/+1 labels."""
     dtype = scores.dtype
     a, B = scores[:, 0], scores[:, 1:]
     u = torch.exp(a - a.max())
+    X = torch.cat((u[:, None], u[:, None] * B), dim=1)
     A, _ = counts.sparse_matrices(dtype)
-    nd = kernels.csr_times_unchecked(A, torch.cat((u[:, None], u[:, None] * B), dim=1))
-    den, num = nd[:, 0], nd[:, 1:]
     floor = counts.float_lengths(dtype) * torch.finfo(dtype).tiny ** 0.5
     norms = torch.linalg.vector_norm(PW, dim=1)  # ||p||, ||v||
-    b_min, b_max = torch.aminmax(B)
-    covered = (den >= floor).all().to(dtype)
-    covered, b_min, b_max, p_norm, v_norm = torch.cat(
-        (torch.stack((covered, b_min, b_max)), norms)
-    ).tolist()
+    b_min, b_max, p_norm, v_norm = torch.cat((torch.stack(torch.aminmax(B)), norms))
+    rho = float(p_norm * torch.maximum(b_min.abs(), b_max.abs()))
+    accurate = not rho <= CANCELLATION_LIMIT * float(v_norm)
+    one_pass = None if accurate else logistic_counts_unchecked(A, X, y)
+    if one_pass is not None and bool((one_pass[1] >= floor).all()):
+        f, _, Z = one_pass  # forward and backward in one pass over the counts
+        loss = logistic_loss(f, y)
+        G = torch.empty_like(Z)
+        torch.mul(u, Z[:, 1], out=G[:, 1])  # G_b
+        torch.addcmul(Z[:, 0], B[:, 0], Z[:, 1], out=G[:, 0])
+        G[:, 0].mul_(u)  # G_a
+        return loss.detach(), G
+    nd = kernels.csr_times_unchecked(A, X)
+    den, num = nd[:, 0], nd[:, 1:]
+    covered = bool((den >= floor).all())
     state = SimpleNamespace(counts=counts)
     rows = None
     if covered:
         f = num / den[:, None]
         state.saved_tensors = (None, PW, a, B, u, den, f)
-        if not p_norm * max(abs(b_min), abs(b_max)) <= CANCELLATION_LIMIT * v_norm:
+        if accurate:
             rows = RowTerms(a, B, counts)  # the row-shift backward (module docstring)
     else:
         rows = RowTerms(a, B, counts)
