@@ -38,7 +38,7 @@ def _steps(
 ) -> dict[str, Callable[[], object]]:
     """One step function per way of stepping, each on its own copy of the parameters
     drawn by :func:`init_parameters` with seed 0."""
-    y = labels.to(dtype)
+    y = labels.to(dtype=dtype, device=counts.device)
     out = {}
     for name in ("fused", "current", "torch Adam"):
         params = init_parameters(
@@ -46,6 +46,7 @@ def _steps(
             dim,
             generator=torch.Generator().manual_seed(0),
             dtype=dtype,
+            device=counts.device,
         )
         if name == "fused":
             step = FusedOneLayerStep(params, counts, y, optimizer="adam", lr=lr)
@@ -77,7 +78,7 @@ def step_table(
     dtype: torch.dtype = torch.float32,
     lr: float = 1e-3,
 ) -> dict[str, object]:
-    """Full-batch Adam steps of the one-layer model on ``counts`` (CPU) timed in one
+    """Full-batch Adam steps of the one-layer model on ``counts`` timed in one
     run: the minimum over ``repeats`` steps of each way, interleaved (one step of each
     in turn, so that other load on the machine touches all three alike). Returns
     ``rows`` (``step``, ``ms``, ``GB/s`` at the minimum bytes, ``bound fraction`` =
@@ -91,7 +92,7 @@ def step_table(
         fn()
     for _ in range(repeats):
         for name, fn in steps.items():
-            best[name] = min(best[name], time_min(fn, 1, warmup=0))
+            best[name] = min(best[name], time_min(fn, 1, counts.device, warmup=0))
     t_bound = nbytes / bandwidth
     rows = [
         {
