@@ -135,6 +135,7 @@ def fit(
     stop: Callable[[History], bool] | None = None,
     progress: bool = False,
     keep_best: str | None = None,
+    fused: bool = False,
 ) -> History:
     """Minimise ``loss_fn()`` over ``params[trainable]`` with full-batch steps.
 
@@ -149,10 +150,10 @@ def fit(
     copies of all parameters (``best_params``); the first of equal values is kept.
     ``params`` still end at the last step.
 
-    When ``loss_fn`` is a :func:`binary_loss_closure` over ``params`` and ``E`` is
-    trained on the CPU, each step is the one-sweep step of
+    ``fused=True``: when ``loss_fn`` is a :func:`binary_loss_closure` over ``params``
+    and ``E`` is trained on the CPU, each step is the one-sweep step of
     :class:`attnbook.models.fused_training.FusedOneLayerStep` (the same update up to
-    rounding).
+    rounding, several times faster on a large ``E``); elsewhere the usual step.
     """
     steps = check_count(steps, "steps", minimum=0)
     eval_every = check_count(eval_every, "eval_every")
@@ -203,7 +204,7 @@ def fit(
     for name, t in params.items():
         t.requires_grad_(name in names)
     opt = OPTIMIZERS[optimizer]([params[n] for n in names], lr)
-    fused = _fused_step(params, loss_fn, optimizer, lr, names)
+    one_sweep = _fused_step(params, loss_fn, optimizer, lr, names) if fused else None
     history = History()
     bar = None
     if progress:
@@ -235,7 +236,10 @@ def fit(
         history.stopped_at = 0
         return history
     for step in range(1, steps + 1):
-        loss = training_step(opt, loss_fn, step) if fused is None else fused(step)
+        if one_sweep is None:
+            loss = training_step(opt, loss_fn, step)
+        else:
+            loss = one_sweep(step)
         history.loss.append(float(loss))
         if bar is not None:
             bar.update(1)
