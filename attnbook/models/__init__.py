@@ -13,6 +13,8 @@
 - :mod:`~attnbook.models.mlp_head`   -- an MLP head after the attention;
 - :mod:`~attnbook.models.training`   -- the full-batch training loop and its stopping
   rules;
+- :mod:`~attnbook.models.fused_training` -- the one-layer model's training step in one
+  sweep over ``E``;
 - :mod:`~attnbook.models.gpu_attention` -- the one-layer model in the engine's GPU form
   (no host synchronisation);
 - :mod:`~attnbook.models.graphed`    -- its full-batch gradient replayed from a CUDA
