@@ -6,8 +6,9 @@ write, ``E^T G``, and the optimizer reading ``E``, its gradient and its moments)
 gradient in ``E`` is the rank-two ``G [p, v]`` with ``G = [G_a, G_b]`` ``(V, 2)`` the
 gradient in the scores, so :class:`FusedOneLayerStep` makes a step from
 
-1. the scores ``S = E [p, v]^T`` of the current parameters (kept from the step
-   before), the two sparse products with the counts give the loss and ``G``;
+1. from the scores ``S = E [p, v]^T`` of the current parameters (kept from the step
+   before), one pass over the counts gives the loss and ``G`` (both count products of
+   the engine, row by row: :func:`attnbook.engine.fused.logistic_counts_unchecked`);
 2. one sweep over ``E`` (:func:`attnbook.engine.fused.fused_step`) forms each row's
    gradient, sums ``G^T E`` (the gradients of ``p`` and ``v``), updates the row (Adam or
    gradient descent) and, when ``p`` and ``v`` stay fixed, takes the next step's scores;
