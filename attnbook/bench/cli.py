@@ -20,6 +20,7 @@ from attnbook.bench.measure import (
     scaling_table,
     two_layer_comparison,
 )
+from attnbook.bench.step import step_lines, step_table
 from attnbook.bench.timing import copy_bandwidth, minimum_bytes
 from attnbook.bench.usual import prepare
 from attnbook.data.reviews import DatasetUnavailableError
@@ -127,6 +128,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     ap.add_argument("--two-layer-dim", type=int, default=256)
     ap.add_argument("--no-scaling", action="store_true")
     ap.add_argument(
+        "--only-step",
+        action="store_true",
+        help="measure only the training step against its bound (CPU)",
+    )
+    ap.add_argument(
         "--device", default=None, help="cpu or cuda (default: cuda when present)"
     )
     ap.add_argument(
@@ -163,6 +169,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         f"corpus: n={n} documents, V={V}, tokens={T}, stored counts nnz={counts.nnz}, "
         f"d={d}"
     )
+
+    if args.only_step:
+        if device.type != "cpu":
+            ap.error("--only-step measures the CPU's fused step: use --device cpu")
+        bw = copy_bandwidth(device, repeats=30)
+        table = step_table(counts, y, dim=d, bandwidth=bw, repeats=args.repeats)
+        print("\n".join(step_lines(table, bw)))
+        out = {"step": table, "bandwidth": bw, "device": str(device)}
+        if args.json:
+            write_json(out, args.json)
+        return out
 
     cmp = compare_implementations(
         counts,
@@ -206,6 +223,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         f"{nbytes / 1e6:.1f} MB -> bound {1e3 * t_bound:.2f} ms; engine reaches "
         f"{fraction:.3f} of the bound ({t_grad / t_bound:.1f}x the bound)"
     )
+
+    steps = None
+    if device.type == "cpu":  # the fused step is the CPU's
+        steps = step_table(counts, y, dim=d, bandwidth=bw, repeats=args.repeats)
+        print("\n".join(step_lines(steps, bw)))
 
     gpu = None
     if device.type == "cuda":
@@ -308,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         device=str(device),
         device_name=name,
         gpu=gpu,
+        step=steps,
     )
     if args.json:
         write_json(out, args.json)

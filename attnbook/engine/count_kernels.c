@@ -10,13 +10,19 @@
  *   weighted_rows: Q = G^T E     E (V, d), G (V, J)     -> Q (J, d)    one read of E
  *   low_rank:      D = G P       G (V, J), P (J, d)     -> D (V, d)    one write of D
  *   csr_times:     Y = A X       A (n, m) CSR, X (m, J) -> Y (n, J)    one read of A
+ *   fused_step:    Adam or gradient descent on E with the gradient G P, Q = G^T E before and
+ *                  S = E P^T after the update     one read and write of E (and its moments)
+ *   logistic_counts: A [u, u b], then A^T [r_D, R] of the logistic loss, row by row
+ *                                                  one read of A
  *
- * The functions are written once, in count_kernels_typed.h, for an element type T, and included
+ * The functions are written once, in count_kernels_typed.h (fused_step in fused_step_typed.h), for an element
+ * type T, and included
  * here for float (suffix f32) and double (suffix f64). Each returns 0, or nonzero (and does
  * nothing) when its sizes are impossible: negative, a null pointer, or more columns than
  * csr_times keeps in registers. kernels.py checks everything else before calling: shapes that
  * agree with one another, and the structure and indices of the sparse matrix.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,12 +104,14 @@ static inline void store_fence(void) {
 #define T float
 #define SUFFIX f32
 #include "count_kernels_typed.h"
+#include "fused_step_typed.h"
 #undef T
 #undef SUFFIX
 
 #define T double
 #define SUFFIX f64
 #include "count_kernels_typed.h"
+#include "fused_step_typed.h"
 #undef T
 #undef SUFFIX
 

@@ -60,9 +60,9 @@ _MAX_COLUMNS = 16  # csr_times keeps one row of the result in registers
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _FLAG_SETS = (  # tried in order: the first that compiles is used
-    ["-O3", "-march=native", "-fopenmp"],
-    ["-O3", "-fopenmp"],
-    ["-O3"],
+    ["-O3", "-fno-math-errno", "-march=native", "-fopenmp"],
+    ["-O3", "-fno-math-errno", "-fopenmp"],
+    ["-O3", "-fno-math-errno"],
 )
 
 

@@ -35,7 +35,8 @@ _SOURCE = Path(__file__).with_name("count_kernels.c")
 _SOURCES = (
     _SOURCE,
     _SOURCE.with_name("count_kernels_typed.h"),
-)  # the .c includes the .h
+    _SOURCE.with_name("fused_step_typed.h"),
+)  # the .c includes the .h files
 _CHECKSUM_SUFFIX = ".sha256"  # count_kernels-<key>.so.sha256: the hex sha256 of the .so
 _UNSAFE_MODE = stat.S_IWGRP | stat.S_IWOTH  # others may write: not trusted
 
@@ -260,13 +261,15 @@ def compile_library(compiler: str, flags: list[str], target: Path) -> bool:
 def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     """Give the kernels of ``lib`` their argument types (``AttributeError`` when one is
     missing). Every kernel returns 0, or nonzero when its sizes are impossible."""
-    P, I64, INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    P, I64, INT, F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
     for suffix in ("f32", "f64"):
         for name, args in (
             ("scores", [P, I64, I64, P, I64, P, INT]),
             ("weighted_rows", [P, I64, I64, P, I64, P, INT]),
             ("low_rank", [P, P, I64, I64, I64, P, INT]),
             ("csr_times", [P, P, P, I64, P, I64, P, INT]),
+            ("fused_step", [P, P, P, I64, I64, P, P, I64, P, P, *[F64] * 6, INT]),
+            ("logistic_counts", [P, P, P, I64, P, I64, P, P, P, P, INT]),
         ):
             fn = getattr(lib, f"{name}_{suffix}")
             fn.argtypes, fn.restype = args, INT
