@@ -64,6 +64,7 @@ __all__ = [
     "count_heads_output_unchecked",
     "row_terms",
     "row_terms_unchecked",
+    "vocabulary_shift_gradient",
 ]
 
 #: Largest ``||p|| max|B| / min_k ||W_k||`` for which the vocabulary-shift backward
@@ -176,7 +177,7 @@ class _CountAttention(torch.autograd.Function):
         if rows is not None:
             G = rows.score_gradient(g, E.shape[0])
         else:
-            G = _vocabulary_shift_gradient(ctx, g)
+            G = vocabulary_shift_gradient(ctx, g)
         dE = dp = dW = None
         if ctx.needs_input_grad[0]:
             dE = kernels.low_rank_unchecked(G, PW, gradient_buffer(E))  # one write
@@ -186,7 +187,7 @@ class _CountAttention(torch.autograd.Function):
         return dE, dp, dW, None
 
 
-def _vocabulary_shift_gradient(ctx, g: torch.Tensor) -> torch.Tensor:
+def vocabulary_shift_gradient(ctx, g: torch.Tensor) -> torch.Tensor:
     """``(V, 1 + K)`` ``[G_a, G_B]`` from two sparse products: with ``R = g / den``
     and ``r_D = -sum_k R_k f_k``, ``A^T [r_D, R]`` gives ``(z_D, Z_N)`` per token;
     ``G_B = u Z_N``, ``G_a = u (z_D + sum_k B_k Z_N,k)``."""

@@ -37,7 +37,7 @@ from attnbook.engine.fused import (
 from attnbook.models.count_engine import (
     CANCELLATION_LIMIT,
     RowTerms,
-    _vocabulary_shift_gradient,
+    vocabulary_shift_gradient,
 )
 from attnbook.models.losses import logistic_loss
 from attnbook.validation import (
@@ -101,7 +101,7 @@ def loss_and_score_gradient(
     if rows is not None:
         G = rows.score_gradient(g, scores.shape[0])
     else:
-        G = _vocabulary_shift_gradient(state, g)
+        G = vocabulary_shift_gradient(state, g)
     return loss.detach(), G
 
 
