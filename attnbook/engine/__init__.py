@@ -4,6 +4,7 @@
   representation;
 - :mod:`~attnbook.engine.kernels`  -- the engine's passes (compiled C,
   ``count_kernels.c``, with torch twins);
+- :mod:`~attnbook.engine.pass_checks` -- the checks the passes run on their arguments;
 - :mod:`~attnbook.engine.fused`    -- a training step's update of ``E`` with a
   rank-``J`` gradient in one sweep (and the logistic count products in one pass);
 - :mod:`~attnbook.engine.segments` -- per-sequence sums and maxima of stored entries;
@@ -13,5 +14,6 @@
   synchronisation, Triton kernels, the one-layer model on them, its CUDA graph); not
   imported here: only code that runs on CUDA imports it.
 
-Layer: the lowest. It imports only NumPy and torch (and Triton where it is installed).
+Layer: above :mod:`attnbook.validation`. It imports only NumPy and torch (and Triton
+where it is installed) besides it.
 """

@@ -26,6 +26,13 @@ from dataclasses import dataclass
 import torch
 
 from attnbook.engine import kernels
+from attnbook.engine.pass_checks import (
+    FLOAT_SUFFIX,
+    dense_tensor,
+    overlap,
+    same_kind,
+    shape_error,
+)
 
 __all__ = [
     "AdamMoments",
@@ -95,13 +102,13 @@ def fused_step(
     ``ValueError`` naming the argument otherwise."""
     fn = "fused_step"
     for name, t in (("E", E), ("G", G), ("P", P)):
-        kernels._dense(fn, name, t)
-    kernels._same_kind(fn, ("E", E), ("G", G), ("P", P))
+        dense_tensor(fn, name, t)
+    same_kind(fn, ("E", E), ("G", G), ("P", P))
     (V, d), J = E.shape, G.shape[1]
-    if G.shape[0] != V or not 1 <= J <= kernels._MAX_COLUMNS:
-        raise kernels._shape_error(fn, "G", G, f"({V}, J) with 1 <= J <= 16")
+    if G.shape[0] != V or not 1 <= J <= kernels.MAX_COLUMNS:
+        raise shape_error(fn, "G", G, f"({V}, J) with 1 <= J <= 16")
     if P.shape != (J, d):
-        raise kernels._shape_error(fn, "P", P, f"({J}, {d})")
+        raise shape_error(fn, "P", P, f"({J}, {d})")
     if not E.is_contiguous():
         raise ValueError(f"{fn}: E must be contiguous (it is updated in place)")
     others = [("G", G), ("P", P)]
@@ -121,10 +128,10 @@ def fused_step(
         if moments.step < 0:
             raise ValueError(f"{fn}: moments.step must be >= 0, got {moments.step}")
         for name in ("exp_avg", "exp_avg_sq"):
-            t = kernels._dense(fn, f"moments.{name}", getattr(moments, name))
-            kernels._same_kind(fn, ("E", E), (f"moments.{name}", t))
+            t = dense_tensor(fn, f"moments.{name}", getattr(moments, name))
+            same_kind(fn, ("E", E), (f"moments.{name}", t))
             if t.shape != E.shape or not t.is_contiguous():
-                raise kernels._shape_error(
+                raise shape_error(
                     fn, f"moments.{name}", t, f"{tuple(E.shape)}, contiguous"
                 )
             others.append((f"moments.{name}", t))
@@ -132,7 +139,7 @@ def fused_step(
     written = [("E", E)] + [o for o in others if o[0].startswith("moments")]
     for i, (name, t) in enumerate(written):
         for other, u in written[i + 1 :] + others[:2]:
-            if kernels._overlap(t, u):
+            if overlap(t, u):
                 raise ValueError(f"{fn}: {name} shares memory with {other}")
     return fused_step_unchecked(
         E, G, P, lr=lr, moments=moments, row_sums=row_sums, scores=scores
@@ -161,7 +168,7 @@ def fused_step_unchecked(
         [] if moments is None else [moments.exp_avg, moments.exp_avg_sq]
     )
     G, P = G.contiguous(), P.contiguous()
-    if not kernels._uses_native(*tensors):
+    if not kernels.uses_native(*tensors):
         return _torch_step(E, G, P, lr, moments, row_sums, scores, step_size, bc2_sqrt)
     (V, d), J = E.shape, G.shape[1]
     Q = torch.empty(J, d, dtype=E.dtype) if row_sums else None
@@ -169,7 +176,7 @@ def fused_step_unchecked(
     m = w = 0
     if moments is not None:
         m, w = moments.exp_avg.data_ptr(), moments.exp_avg_sq.data_ptr()
-    fn = getattr(kernels.native_library(), f"fused_step_{kernels._SUFFIX[E.dtype]}")
+    fn = getattr(kernels.native_library(), f"fused_step_{FLOAT_SUFFIX[E.dtype]}")
     code = fn(
         E.data_ptr(),
         m or None,
@@ -187,11 +194,11 @@ def fused_step_unchecked(
         float(eps),
         float(step_size),
         float(bc2_sqrt),
-        kernels._threads(),
+        kernels.omp_threads(),
     )
     if code == 2:
         raise MemoryError("fused_step: no memory for the per-thread sums")
-    kernels._status("fused_step", code)
+    kernels.raise_on_status("fused_step", code)
     return Q, S
 
 
@@ -236,13 +243,13 @@ def logistic_counts_unchecked(
         X.shape[1] == 2
         and indptr.dtype == indices.dtype == torch.int32
         and y.dtype == X.dtype == values.dtype
-        and kernels._uses_native(values, X, y, indptr, indices)
+        and kernels.uses_native(values, X, y, indptr, indices)
     ):
         return None
     (n, V), dtype = A.shape, X.dtype
     f, den = torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype)
     Z = torch.empty(V, 2, dtype=dtype)
-    fn = getattr(kernels.native_library(), f"logistic_counts_{kernels._SUFFIX[dtype]}")
+    fn = getattr(kernels.native_library(), f"logistic_counts_{FLOAT_SUFFIX[dtype]}")
     code = fn(
         indptr.data_ptr(),
         indices.data_ptr(),
@@ -254,9 +261,9 @@ def logistic_counts_unchecked(
         f.data_ptr(),
         den.data_ptr(),
         Z.data_ptr(),
-        kernels._threads(),
+        kernels.omp_threads(),
     )
     if code == 2:
         raise MemoryError("logistic_counts: no memory for the per-thread sums")
-    kernels._status("logistic_counts", code)
+    kernels.raise_on_status("logistic_counts", code)
     return f, den, Z

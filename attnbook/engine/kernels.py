@@ -25,8 +25,8 @@ matrix's row pointers and column indices) and raises a ``TypeError`` or ``ValueE
 naming the argument. Each has an unchecked twin (``scores_unchecked``,
 ``weighted_rows_unchecked``, ``low_rank_unchecked``, ``csr_times_unchecked``) for a
 caller that builds the arguments itself and so knows them to fit, as the engine does:
-the checks take a few microseconds per pass (the sparse matrix's O(nnz) checks run once
-per matrix), about 5% of a gradient over a vocabulary of a few hundred tokens.
+the checks (:mod:`attnbook.engine.pass_checks`) take a few microseconds per pass, and
+the sparse matrix's O(nnz) more.
 
 The library is built, cached, verified and loaded by :mod:`attnbook.engine.native`."""
 
@@ -41,6 +41,14 @@ from collections.abc import Iterator
 import torch
 
 from attnbook.engine import native
+from attnbook.engine.pass_checks import (
+    FLOAT_SUFFIX,
+    csr_parts,
+    dense_tensor,
+    overlap,
+    same_kind,
+    shape_error,
+)
 
 __all__ = [
     "backend",
@@ -52,13 +60,15 @@ __all__ = [
     "scores",
     "scores_unchecked",
     "torch_only",
+    "MAX_COLUMNS",
+    "omp_threads",
+    "raise_on_status",
+    "uses_native",
     "weighted_rows",
     "weighted_rows_unchecked",
 ]
 
-_MAX_COLUMNS = 16  # csr_times keeps one row of the result in registers
-_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
-_INDEX_DTYPES = (torch.int32, torch.int64)
+MAX_COLUMNS = 16  # csr_times keeps one row of the result in registers
 _FLAG_SETS = (  # tried in order: the first that compiles is used
     ["-O3", "-fno-math-errno", "-march=native", "-fopenmp"],
     ["-O3", "-fno-math-errno", "-fopenmp"],
@@ -96,7 +106,7 @@ def torch_only() -> Iterator[None]:
         _TORCH_ONLY = before
 
 
-def _threads() -> int:
+def omp_threads() -> int:
     lib = native_library()
     return torch.get_num_threads() if lib is not None and lib.openmp_enabled() else 1
 
@@ -108,62 +118,7 @@ def backend(device: torch.device | str = "cpu") -> str:
     return "compiled" if native else "torch"
 
 
-# ------------------------------------------------------------------------------------
-# Checks of the arguments (every public pass runs them before any C or torch kernel)
-
-
-def _dense(fn: str, name: str, t: object, ndim: int = 2) -> torch.Tensor:
-    """``t`` when it is a strided float32/float64 tensor of ``ndim`` dimensions."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.layout != torch.strided:
-        raise TypeError(f"{fn}: {name} must be a dense tensor, got layout {t.layout}")
-    if t.dtype not in _SUFFIX:
-        raise TypeError(f"{fn}: {name} must be float32 or float64, got {t.dtype}")
-    if t.dim() != ndim:
-        raise ValueError(
-            f"{fn}: {name} must have {ndim} dimensions, got shape {tuple(t.shape)}"
-        )
-    return t
-
-
-def _same_kind(
-    fn: str, first: tuple[str, torch.Tensor], *others: tuple[str, torch.Tensor]
-) -> None:
-    """Every tensor of ``others`` has the dtype and device of ``first``."""
-    name0, t0 = first
-    for name, t in others:
-        if t.dtype != t0.dtype:
-            raise TypeError(
-                f"{fn}: {name} has dtype {t.dtype} but {name0} has {t0.dtype}"
-            )
-        if t.device != t0.device:
-            raise ValueError(
-                f"{fn}: {name} is on {t.device} but {name0} is on {t0.device}"
-            )
-
-
-def _shape_error(fn: str, name: str, t: torch.Tensor, want: str) -> ValueError:
-    return ValueError(f"{fn}: {name} must have shape {want}, got {tuple(t.shape)}")
-
-
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    """The byte addresses ``[start, stop)`` that the elements of ``t`` lie in."""
-    start, n = t.data_ptr(), t.numel()
-    if n == 0:
-        return start, start
-    if t.is_contiguous():
-        return start, start + n * t.element_size()
-    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
-    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
-
-
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    (a0, a1), (b0, b1) = _span(a), _span(b)
-    return a0 < b1 and b0 < a1
-
-
-def _uses_native(*tensors: torch.Tensor) -> bool:
+def uses_native(*tensors: torch.Tensor) -> bool:
     """Checked tensors go to C when they are on the CPU, contiguous, not empty and not
     lazily negated or conjugated, and the library is there."""
     return (
@@ -179,76 +134,6 @@ def _uses_native(*tensors: torch.Tensor) -> bool:
     )
 
 
-# attribute of a checked sparse matrix: the state it was checked in
-_CHECKED = "_attnbook_checked_csr"
-
-
-def _csr_parts(fn: str, A: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(indptr, indices, values)`` of a sparse CSR matrix ``A`` after checking its
-    structure: a 2-D CSR tensor with int32 or int64 indices and float32/float64 values
-    on one device, ``indptr`` of length ``n + 1`` from 0 to ``nnz``, never decreasing,
-    and column indices in ``[0, m)``. The O(nnz) checks run once per matrix: the result
-    is remembered until its index arrays change (their version counters, shared by all
-    views of them)."""
-    if not isinstance(A, torch.Tensor):
-        raise TypeError(f"{fn}: A must be a torch.Tensor, got {type(A).__name__}")
-    if A.layout != torch.sparse_csr:
-        raise TypeError(f"{fn}: A must be a sparse CSR tensor, got layout {A.layout}")
-    if A.dim() != 2:
-        raise ValueError(
-            f"{fn}: A must be a 2-D sparse CSR matrix, got shape {tuple(A.shape)}"
-        )
-    seen = getattr(A, _CHECKED, None)
-    if seen is not None:
-        indptr, indices, versions, shape = seen
-        if (indptr._version, indices._version) == versions and A.shape == shape:
-            return indptr, indices, A.values()
-    indptr, indices, values = A.crow_indices(), A.col_indices(), A.values()
-    if values.dtype not in _SUFFIX:
-        raise TypeError(
-            f"{fn}: A must have float32 or float64 values, got {values.dtype}"
-        )
-    for name, t in (("row pointers", indptr), ("column indices", indices)):
-        if t.dtype not in _INDEX_DTYPES:
-            raise TypeError(f"{fn}: A's {name} must be int32 or int64, got {t.dtype}")
-        if t.device != values.device:
-            raise ValueError(
-                f"{fn}: A's {name} are on {t.device} but its values on {values.device}"
-            )
-    n, m = A.shape
-    nnz = values.numel()
-    if values.dim() != 1 or indptr.dim() != 1 or indices.dim() != 1:
-        raise ValueError(
-            f"{fn}: A must be a plain CSR matrix (no batch or dense dimensions)"
-        )
-    if indptr.numel() != n + 1:
-        raise ValueError(
-            f"{fn}: A's row pointers have {indptr.numel()} entries for {n} rows"
-        )
-    if indices.numel() != nnz:
-        raise ValueError(
-            f"{fn}: A has {indices.numel()} column indices but {nnz} values"
-        )
-    first, last = int(indptr[0]), int(indptr[-1])  # indptr has n + 1 >= 1 entries
-    if first != 0 or last != nnz:
-        raise ValueError(
-            f"{fn}: A's row pointers must run from 0 to nnz = {nnz}, "
-            f"got {first} to {last}"
-        )
-    if n > 1 and bool((indptr[1:] < indptr[:-1]).any()):
-        raise ValueError(f"{fn}: A's row pointers must not decrease")
-    if nnz > 0:
-        lo, hi = int(indices.min()), int(indices.max())
-        if lo < 0 or hi >= m:
-            raise ValueError(
-                f"{fn}: A's column indices must lie in [0, {m}), got {lo} to {hi}"
-            )
-    setattr(
-        A, _CHECKED, (indptr, indices, (indptr._version, indices._version), A.shape)
-    )
-    return indptr, indices, values
-
-
 # ------------------------------------------------------------------------------------
 # The passes. Each checked pass checks its arguments, then calls its unchecked
 # twin.
@@ -260,10 +145,10 @@ def scores(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
 
     ``E`` ``(V, d)`` and ``P`` ``(J, d)`` are float32 or float64 tensors of one dtype
     and device; ``TypeError``/``ValueError`` name the argument that is not."""
-    _dense("scores", "E", E), _dense("scores", "P", P)
-    _same_kind("scores", ("E", E), ("P", P))
+    dense_tensor("scores", "E", E), dense_tensor("scores", "P", P)
+    same_kind("scores", ("E", E), ("P", P))
     if P.shape[1] != E.shape[1]:
-        raise _shape_error(
+        raise shape_error(
             "scores", "P", P, f"(J, {E.shape[1]}) to match E {tuple(E.shape)}"
         )
     return scores_unchecked(E, P)
@@ -271,13 +156,13 @@ def scores(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
 
 def scores_unchecked(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     """:func:`scores` without the checks."""
-    if not _uses_native(E, P):
+    if not uses_native(E, P):
         return E @ P.t()
     (V, d), J = E.shape, P.shape[0]
     out = torch.empty(V, J, dtype=E.dtype)
-    fn = getattr(native_library(), f"scores_{_SUFFIX[E.dtype]}")
-    _status(
-        "scores", fn(E.data_ptr(), V, d, P.data_ptr(), J, out.data_ptr(), _threads())
+    fn = getattr(native_library(), f"scores_{FLOAT_SUFFIX[E.dtype]}")
+    raise_on_status(
+        "scores", fn(E.data_ptr(), V, d, P.data_ptr(), J, out.data_ptr(), omp_threads())
     )
     return out
 
@@ -285,13 +170,13 @@ def scores_unchecked(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
 def csr_times(A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     """``A @ X`` for a sparse CSR ``(n, m)`` ``A`` and a dense ``(m, J)`` ``X``.
 
-    ``A``'s structure is checked as :func:`_csr_parts` says (once per matrix); ``X``
-    must have ``A``'s value dtype and device and ``m`` rows."""
-    parts = _csr_parts("csr_times", A)
-    _dense("csr_times", "X", X)
-    _same_kind("csr_times", ("A", parts[2]), ("X", X))
+    ``A``'s structure is checked as :func:`~attnbook.engine.pass_checks.csr_parts`
+    says; ``X`` must have ``A``'s value dtype and device and ``m`` rows."""
+    parts = csr_parts("csr_times", A)
+    dense_tensor("csr_times", "X", X)
+    same_kind("csr_times", ("A", parts[2]), ("X", X))
     if X.shape[0] != A.shape[1]:
-        raise _shape_error(
+        raise shape_error(
             "csr_times", "X", X, f"({A.shape[1]}, J) to match A {tuple(A.shape)}"
         )
     return csr_times_unchecked(A, X, parts)
@@ -306,15 +191,15 @@ def csr_times_unchecked(
     known)."""
     indptr, indices, values = parts or (A.crow_indices(), A.col_indices(), A.values())
     if not (
-        X.shape[1] <= _MAX_COLUMNS
+        X.shape[1] <= MAX_COLUMNS
         and indptr.dtype == indices.dtype == torch.int32
-        and _uses_native(values, X, indptr, indices)
+        and uses_native(values, X, indptr, indices)
     ):
         return A @ X
     n, J = A.shape[0], X.shape[1]
     out = torch.empty(n, J, dtype=X.dtype)
-    fn = getattr(native_library(), f"csr_times_{_SUFFIX[X.dtype]}")
-    _status(
+    fn = getattr(native_library(), f"csr_times_{FLOAT_SUFFIX[X.dtype]}")
+    raise_on_status(
         "csr_times",
         fn(
             indptr.data_ptr(),
@@ -324,7 +209,7 @@ def csr_times_unchecked(
             X.data_ptr(),
             J,
             out.data_ptr(),
-            _threads(),
+            omp_threads(),
         ),
     )
     return out
@@ -336,10 +221,10 @@ def weighted_rows(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
 
     ``E`` and ``G`` are float32 or float64 tensors of one dtype and device, with as many
     rows."""
-    _dense("weighted_rows", "E", E), _dense("weighted_rows", "G", G)
-    _same_kind("weighted_rows", ("E", E), ("G", G))
+    dense_tensor("weighted_rows", "E", E), dense_tensor("weighted_rows", "G", G)
+    same_kind("weighted_rows", ("E", E), ("G", G))
     if G.shape[0] != E.shape[0]:
-        raise _shape_error(
+        raise shape_error(
             "weighted_rows", "G", G, f"({E.shape[0]}, J) to match E {tuple(E.shape)}"
         )
     return weighted_rows_unchecked(E, G)
@@ -347,15 +232,15 @@ def weighted_rows(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
 
 def weighted_rows_unchecked(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
     """:func:`weighted_rows` without the checks."""
-    if not _uses_native(E, G):
+    if not uses_native(E, G):
         return G.t() @ E
     (V, d), J = E.shape, G.shape[1]
     out = torch.empty(J, d, dtype=E.dtype)
-    fn = getattr(native_library(), f"weighted_rows_{_SUFFIX[E.dtype]}")
-    code = fn(E.data_ptr(), V, d, G.data_ptr(), J, out.data_ptr(), _threads())
+    fn = getattr(native_library(), f"weighted_rows_{FLOAT_SUFFIX[E.dtype]}")
+    code = fn(E.data_ptr(), V, d, G.data_ptr(), J, out.data_ptr(), omp_threads())
     if code == 2:
         raise MemoryError("weighted_rows: no memory for the per-thread sums")
-    _status("weighted_rows", code)
+    raise_on_status("weighted_rows", code)
     return out
 
 
@@ -366,22 +251,22 @@ def low_rank(G: torch.Tensor, P: torch.Tensor, out: torch.Tensor) -> torch.Tenso
     ``G``, ``P`` ``(J, d)`` and ``out`` are float32 or float64 tensors of one dtype and
     device; ``out`` shares no memory with ``G`` or ``P``."""
     for name, t in (("G", G), ("P", P), ("out", out)):
-        _dense("low_rank", name, t)
-    _same_kind("low_rank", ("G", G), ("P", P), ("out", out))
+        dense_tensor("low_rank", name, t)
+    same_kind("low_rank", ("G", G), ("P", P), ("out", out))
     (V, J), d = G.shape, out.shape[1]
     if P.shape != (J, d):
-        raise _shape_error(
+        raise shape_error(
             "low_rank",
             "P",
             P,
             f"({J}, {d}) to match G {tuple(G.shape)} and out {tuple(out.shape)}",
         )
     if out.shape[0] != V:
-        raise _shape_error(
+        raise shape_error(
             "low_rank", "out", out, f"({V}, d) to match G {tuple(G.shape)}"
         )
     for name, t in (("G", G), ("P", P)):
-        if _overlap(out, t):
+        if overlap(out, t):
             raise ValueError(f"low_rank: out shares memory with {name}")
     return low_rank_unchecked(G, P, out)
 
@@ -390,17 +275,18 @@ def low_rank_unchecked(
     G: torch.Tensor, P: torch.Tensor, out: torch.Tensor
 ) -> torch.Tensor:
     """:func:`low_rank` without the checks."""
-    if not _uses_native(G, P, out):
+    if not uses_native(G, P, out):
         return _torch_low_rank(G, P, out)
     (V, J), d = G.shape, P.shape[1]
-    fn = getattr(native_library(), f"low_rank_{_SUFFIX[G.dtype]}")
-    _status(
-        "low_rank", fn(G.data_ptr(), P.data_ptr(), V, d, J, out.data_ptr(), _threads())
+    fn = getattr(native_library(), f"low_rank_{FLOAT_SUFFIX[G.dtype]}")
+    raise_on_status(
+        "low_rank",
+        fn(G.data_ptr(), P.data_ptr(), V, d, J, out.data_ptr(), omp_threads()),
     )
     return out
 
 
-def _status(fn: str, code: int) -> None:
+def raise_on_status(fn: str, code: int) -> None:
     """The C kernels refuse impossible sizes themselves (a second line of defence)."""
     if code != 0:
         raise ValueError(f"{fn}: the compiled kernel refused its sizes (code {code})")

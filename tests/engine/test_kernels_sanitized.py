@@ -311,8 +311,7 @@ def test_low_rank_refuses_aliased_out():
 
 
 def test_a_checked_matrix_is_checked_again_after_a_change():
-    # the O(nnz) checks are remembered per matrix, but not across a change of its
-    # indices
+    # the O(nnz) checks run on every call: a change of the indices is caught
     A = _csr([0, 2, 3], [0, 4, 1], [1.0, 2.0, 3.0], (2, 5))
     assert torch.allclose(kernels.csr_times(A, X_OK), A.to_dense() @ X_OK)
     A.col_indices()[1] = 5
