@@ -366,7 +366,7 @@ def styled_run_table(table: pd.DataFrame):
     """A :func:`run_table` (or several, concatenated) formatted for the page."""
     documents = [c for c in table.columns if "documents" in c]
     return (
-        table.style.format("{:.3f}")
+        table.style.format("{:.3f}", na_rep="–")
         .format("{:,.0f}", subset=documents)
         .format("{:.1f}", subset=["tokens near the largest |E·v| (%)"])
     )
