@@ -1,12 +1,18 @@
 """Shared fixtures: small random problems in float64; the repository root on
-``sys.path``, where the book's build machinery (the package ``_ext``) lives."""
+``sys.path``, where the book's build machinery (the package ``_ext``) lives; the build
+of a mini book."""
 
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+
+from attnbook.book.records import RECORD_DIR_ENV
 
 #: The repository root: ``_ext`` is imported from here, as Jupyter Book loads it.
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +25,24 @@ SPHINX_CONFIG = (
     "sphinx:\n  extra_extensions:\n    - sphinx_proof\n"
     f"  local_extensions:\n    _ext: {ROOT}\n"
 )
+
+
+def build_mini_book(folder: Path) -> subprocess.CompletedProcess:
+    """``jupyter-book build folder -W -n`` with this environment's Jupyter Book, without
+    a record folder of the caller's run (the mini book's chapters record nothing into
+    it)."""
+    exe = (
+        shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
+        or "jupyter-book"
+    )
+    env = {k: v for k, v in os.environ.items() if k != RECORD_DIR_ENV}
+    return subprocess.run(
+        [exe, "build", str(folder), "-W", "-n"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 def random_problem(

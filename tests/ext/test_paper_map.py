@@ -6,8 +6,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -24,9 +22,8 @@ from _ext.paper_map import (
     result_verdict,
 )
 from _ext.paper_map_svg import plain, render_svg, to_dot
-from attnbook.book.records import RECORD_DIR_ENV
 
-from conftest import SPHINX_CONFIG
+from conftest import SPHINX_CONFIG, build_mini_book
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
@@ -280,21 +277,6 @@ def _book(folder: Path, chapter: str, code: str | None = None) -> Path:
     return folder
 
 
-def _build(folder: Path) -> subprocess.CompletedProcess:
-    exe = (
-        shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
-        or "jupyter-book"
-    )
-    env = {k: v for k, v in os.environ.items() if k != RECORD_DIR_ENV}
-    return subprocess.run(
-        [exe, "build", str(folder), "-W", "-n"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-
-
 def test_map_of_a_real_build(tmp_path):
     """The map on the landing page of a built mini book: its nodes and arrows are the
     references written in the chapter, every node links to its statement, and every
@@ -304,7 +286,7 @@ def test_map_of_a_real_build(tmp_path):
     book = _book(tmp_path / "ok", _CHAPTER + _THEOREM, _CODE)
     report = execute_book(book, book / "_build", jobs=1, timeout=120)
     assert not report.failed, report.failed
-    proc = _build(book)
+    proc = build_mini_book(book)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     html = (book / "_build" / "html" / "intro.html").read_text()
@@ -360,7 +342,7 @@ def test_map_of_a_real_build(tmp_path):
 )
 def test_the_build_fails_naming_the_node(tmp_path, extra, named):
     book = _book(tmp_path / "bad", _CHAPTER + "\n" + extra)
-    proc = _build(book)
+    proc = build_mini_book(book)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert re.search(r"paper map: .*" + named, log), log[-3000:]

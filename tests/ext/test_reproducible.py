@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,7 +34,7 @@ from attnbook.book import checks
 from attnbook.book import records as report
 from attnbook.book.records import RECORD_DIR_ENV
 
-from conftest import SPHINX_CONFIG
+from conftest import SPHINX_CONFIG, build_mini_book
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -529,24 +528,6 @@ def _mini_book(folder: Path, chapter_code: str, mode: str = "force") -> Path:
     return folder
 
 
-def _build(folder: Path) -> subprocess.CompletedProcess:
-    import shutil
-    import sys
-
-    exe = (
-        shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
-        or "jupyter-book"
-    )
-    env = {k: v for k, v in os.environ.items() if k != RECORD_DIR_ENV}
-    return subprocess.run(
-        [exe, "build", str(folder), "-W", "-n"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-
-
 def test_dashboard_in_a_real_build(tmp_path):
     """The chapters executed beforehand (_ext.execution, as
     scripts/build-book.sh does) are taken from the cache, not run again. The extension
@@ -569,7 +550,7 @@ def test_dashboard_in_a_real_build(tmp_path):
     )
     report = execute_book(book, book / "_build", jobs=1, timeout=120)
     assert not report.failed, report.failed
-    proc = _build(book)
+    proc = build_mini_book(book)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (book / "executions.txt").read_text() == "x"  # executed once, before
     html = (book / "_build" / "html" / "intro.html").read_text()
@@ -603,7 +584,7 @@ def test_build_fails_without_a_chapter_record(tmp_path):
     stale = book / "_build" / "records" / "book"
     stale.mkdir(parents=True)
     (stale / "ch1.json").write_text("{}")  # an old record is wiped, not used
-    proc = _build(book)
+    proc = build_mini_book(book)
     assert proc.returncode != 0
     assert (
         "no record of this build for the chapter(s) ['ch1']"
