@@ -14,7 +14,6 @@ import torch
 
 from attnbook.engine.counts import TokenCounts, check_counts
 from attnbook.models.count_engine import count_heads_output_unchecked
-from attnbook.models.fused_training import fused_one_layer_step
 from attnbook.models.losses import logistic_loss_unchecked
 from attnbook.validation import (
     ArgumentTypeError,
@@ -55,7 +54,6 @@ def binary_loss_closure(
         f = count_heads_output_unchecked(E, p, v[:, None], counts)[:, 0]
         return logistic_loss_unchecked(f, y)
 
-    loss.one_layer = (params, counts, y)  # lets fit take the fused step
     return loss
 
 
@@ -138,7 +136,6 @@ def fit(
     stop: Callable[[History], bool] | None = None,
     progress: bool = False,
     keep_best: str | None = None,
-    fused: bool = False,
 ) -> History:
     """Minimise ``loss_fn()`` over ``params[trainable]`` with full-batch steps.
 
@@ -152,11 +149,6 @@ def fit(
     history stores the step (``best_step``), the value (``best_value``) and detached
     copies of all parameters (``best_params``); the first of equal values is kept.
     ``params`` still end at the last step.
-
-    ``fused=True``: when ``loss_fn`` is a :func:`binary_loss_closure` over ``params``
-    and ``E`` is trained on the CPU, each step is the one-sweep step of
-    :class:`attnbook.models.fused_training.FusedOneLayerStep` (the same update up to
-    rounding, several times faster on a large ``E``); elsewhere the usual step.
     """
     steps = check_count(steps, "steps", minimum=0)
     eval_every = check_count(eval_every, "eval_every")
@@ -202,7 +194,6 @@ def fit(
     for name, t in params.items():
         t.requires_grad_(name in names)
     opt = OPTIMIZERS[optimizer]([params[n] for n in names], lr)
-    one_sweep = _fused_step(params, loss_fn, optimizer, lr, names) if fused else None
     history = History()
     bar = None
     if progress:
@@ -234,10 +225,7 @@ def fit(
         history.stopped_at = 0
         return history
     for step in range(1, steps + 1):
-        if one_sweep is None:
-            loss = training_step(opt, loss_fn, step)
-        else:
-            loss = one_sweep(step)
+        loss = training_step(opt, loss_fn, step)
         history.loss.append(float(loss))
         if bar is not None:
             bar.update(1)
@@ -248,25 +236,6 @@ def fit(
     if bar is not None:
         bar.close()
     return history
-
-
-def _fused_step(
-    params: Mapping[str, torch.Tensor],
-    loss_fn: Callable[[], torch.Tensor],
-    optimizer: str,
-    lr: float,
-    names: tuple[str, ...],
-) -> Callable[[int], torch.Tensor] | None:
-    """The one-sweep step of :mod:`attnbook.models.fused_training` when ``loss_fn`` is a
-    :func:`binary_loss_closure` over these very parameters and the step applies there;
-    else ``None``."""
-    spec = getattr(loss_fn, "one_layer", None)
-    if spec is None or any(spec[0].get(k) is not params.get(k) for k in "Epv"):
-        return None
-    _, counts, y = spec
-    return fused_one_layer_step(
-        params, counts, y, optimizer=optimizer, lr=lr, trainable=names
-    )
 
 
 def plateau_stop(
