@@ -67,13 +67,7 @@ class GraphedGradient:
         self.params = (E, p, v)
         self.optimizer = optimizer
         counts = counts.to(E.device)
-        y = labels.to(device=E.device, dtype=E.dtype)
-        if y.shape != (counts.n_sequences,):
-            raise ValueError(
-                f"labels must have shape ({counts.n_sequences},), got "
-                f"{tuple(labels.shape)}"
-            )
-        y = as_signed_labels(y, counts.n_sequences, dtype=E.dtype)  # checked once
+        y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
         count_layout(counts, E.dtype)  # built now: not inside the capture
         self._counts, self._labels = counts, y
 
