@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "BookReading",
     "STATUSES",
+    "STATUS_CLASSES",
     "reading_of",
     "is_evidence",
     "status_of",
@@ -51,6 +52,16 @@ STATUSES = (
     "PASS (part)",
     "PASS",
 )
+
+#: CSS class of the badge of each status (colours in ``static/attnbook.css``).
+STATUS_CLASSES = {
+    "PASS": "pass",
+    "PASS (part)": "part",
+    "MEASURED": "measured",
+    "NOT REPRODUCED": "not-reproduced",
+    "FAIL": "fail",
+    "NOT CHECKED": "unchecked",
+}
 
 
 def reading_of(chk: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from docutils import nodes
 
+from _ext.claim_status import STATUS_CLASSES
 from _ext.dashboard import (
     GROUPS,
     ClaimRow,
@@ -29,7 +30,6 @@ from _ext.dashboard import (
 )
 
 __all__ = [
-    "STATUS_CLASSES",
     "math_text",
     "latex_number",
     "claims_dashboard",
@@ -39,15 +39,6 @@ __all__ = [
     "text_para",
 ]
 
-#: CSS class of the badge of each status (colours in ``static/attnbook.css``).
-STATUS_CLASSES = {
-    "PASS": "pass",
-    "PASS (part)": "part",
-    "MEASURED": "measured",
-    "NOT REPRODUCED": "not-reproduced",
-    "FAIL": "fail",
-    "NOT CHECKED": "unchecked",
-}
 
 _REL = {">=": r"\geq", "<=": r"\leq"}
 _MATH = re.compile(r"\$([^$]+)\$")

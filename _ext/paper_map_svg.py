@@ -21,6 +21,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from typing import Callable
 
+from _ext.claim_status import STATUS_CLASSES
 from _ext.paper_map import (
     DEFINITION,
     DERIVED,
@@ -47,16 +48,7 @@ _LEGEND = {
     DEFINITION: "definition: a definition, assumption or remark, nothing to verify",
 }
 _ONLY_WHEN_DRAWN = ("FAIL", "NOT CHECKED")  # in the legend when a node has it
-_SLUG = {
-    "PASS": "pass",
-    "PASS (part)": "part",
-    "MEASURED": "measured",
-    "NOT REPRODUCED": "not-reproduced",
-    "FAIL": "fail",
-    "NOT CHECKED": "unchecked",
-    DERIVED: "derived",
-    DEFINITION: "definition",
-}
+_SLUG = {**STATUS_CLASSES, DERIVED: "derived", DEFINITION: "definition"}
 _EDGE = {"statement": "solid", "proof": "dashed", "check": "dotted"}
 FONT = "Helvetica,Arial,sans-serif"
 FONT_PT = 12  # the nodes' text, drawn at one CSS pixel per point
