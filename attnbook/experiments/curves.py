@@ -26,6 +26,7 @@ import torch
 from attnbook.data.corpus import ReviewCorpus
 from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.experiments.importance import mean_within_bin_std
+from attnbook.models.fused_training import fused_one_layer_step
 from attnbook.models.training import binary_loss_closure, training_step
 
 __all__ = [
@@ -139,13 +140,17 @@ def train_curve(
     dynamics: Dynamics,
     eval_steps: tuple[int, ...],
     splits: tuple[str, ...] = ("train", "test"),
+    fused: bool = True,
 ) -> Curve:
     """Train ``params[trainable]`` (copies; ``params`` is left alone) on the full-batch
     logistic loss of ``corpus.train`` for ``max(eval_steps)`` steps of ``dynamics``.
 
     At every step of ``eval_steps`` (step 0 is the start) it records the loss, accuracy
     and balanced accuracy on each split of ``splits`` (``train``, ``validation``,
-    ``test``) and the token scores.
+    ``test``) and the token scores. A step sweeps over ``E`` once
+    (:func:`attnbook.models.fused_training.fused_one_layer_step`) where that applies and
+    ``fused`` is true; else it is the autograd step of the count engine. The two agree
+    up to rounding.
     """
     if not trainable or set(trainable) - set(_GROUPS):
         raise ValueError(f"trainable must name groups among {_GROUPS}, got {trainable}")
@@ -169,8 +174,14 @@ def train_curve(
             corpus.train.to(device),
             corpus.labels("train", dtype=dtype, device=device),
         )
-    loss_fn = binary_loss_closure(P, *train)
-    opt = dynamics.optimizer_for(P, tuple(trainable))
+    step_once = None
+    if fused:  # None where the one-sweep step does not apply
+        step_once = fused_one_layer_step(
+            P, *train, optimizer=dynamics.optimizer, lr=dynamics.lr, trainable=trainable
+        )
+    if step_once is None:
+        loss_fn = binary_loss_closure(P, *train)
+        opt = dynamics.optimizer_for(P, tuple(trainable))
     wanted, curve = set(eval_steps), Curve()
 
     def record(step: int) -> None:
@@ -186,7 +197,10 @@ def train_curve(
     if 0 in wanted:
         record(0)
     for step in range(1, max(eval_steps) + 1):
-        training_step(opt, loss_fn, step)
+        if step_once is not None:
+            step_once(step)
+        else:
+            training_step(opt, loss_fn, step)
         if step in wanted:
             record(step)
     curve.seconds = time.perf_counter() - t0

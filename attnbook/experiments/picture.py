@@ -5,7 +5,9 @@ and the shuffled-label null, on one corpus.
 :func:`attnbook.experiments.real_data.starting_points`,
 
 - the full model (``E``, ``p``, ``v``) with Adam, once per training seed;
-- the same with plain gradient descent (per-group step sizes), first seed;
+- the same with plain gradient descent (per-group step sizes), first seed, twice: with
+  the one-sweep step and with the autograd step, two roundings of the same arithmetic
+  (at the largest stable step size gradient descent is sensitive to rounding);
 - the theorem's setting: ``p`` alone trained on the frozen one-step ``E`` (``v`` kept
   at its initialization), and beside it ``p`` and ``v`` trained on that ``E``;
 - the full model with Adam on the training labels permuted, once per permutation (the
@@ -55,6 +57,7 @@ RUN_NAMES = {
     "one_step": "one step on E",
     "theorem": "one step, then frozen E (p trained: the theorem's setting)",
     "head": "one step, then frozen E (p, v trained)",
+    "gd_autograd": "trained E, p, v (gradient descent, autograd step)",
     "adam": "trained E, p, v (Adam)",
     "gd": "trained E, p, v (gradient descent)",
     "null": "trained E, p, v on shuffled labels (Adam)",
@@ -131,10 +134,15 @@ def picture_runs(
     adam = Dynamics.adam(settings.adam_lr)
     end = (0, settings.steps)
 
-    def run(key, start, trainable, dynamics, steps, data=corpus):
+    def run(key, start, trainable, dynamics, steps, data=corpus, fused=True):
         t0 = time.perf_counter()
         curves[key] = train_curve(
-            start, data, trainable=trainable, dynamics=dynamics, eval_steps=steps
+            start,
+            data,
+            trainable=trainable,
+            dynamics=dynamics,
+            eval_steps=steps,
+            fused=fused,
         )
         seconds[key] = time.perf_counter() - t0
         scores[key] = curves[key].scores[max(steps)]
@@ -159,7 +167,15 @@ def picture_runs(
             steps = (0, settings.head_steps)
             run((key, seed), points.one_step, trainable, head, steps)
         if settings.gd is not None:
-            run(("gd", seed), points.init, ("E", "p", "v"), settings.gd, end)
+            for key, fused in (("gd", True), ("gd_autograd", False)):
+                run(
+                    (key, seed),
+                    points.init,
+                    ("E", "p", "v"),
+                    settings.gd,
+                    end,
+                    fused=fused,
+                )
         for k in range(settings.null_permutations):
             shuffled = with_shuffled_labels(corpus, null_rng)
             if getattr(shuffled, "validation", None) is not None:
@@ -267,13 +283,13 @@ def run_table(
     top: int = 20,
 ) -> pd.DataFrame:
     """One row per run of the first seed (one step, the theorem's setting and ``p``,
-    ``v`` on the frozen one-step ``E``, gradient descent, Adam; named by
-    :data:`RUN_NAMES`): training loss and test accuracy at the
-    end, the rank correlations of the picture, that of ``E.v`` with ``alpha``, the
-    median document frequency of the ``top`` tokens with the largest ``|E.v|`` and the
-    share of tokens whose ``|E.v|`` is within 10% of the largest (saturation)."""
+    ``v`` on the frozen one-step ``E``, gradient descent in its two roundings, Adam;
+    named by :data:`RUN_NAMES`): training loss and test accuracy at the end, the rank
+    correlations of the picture, that of ``E.v`` with ``alpha``, the median document
+    frequency of the ``top`` tokens with the largest ``|E.v|`` and the share of tokens
+    whose ``|E.v|`` is within 10% of the largest (saturation)."""
     rows = {}
-    for key in ("one_step", "theorem", "head", "gd", "adam"):
+    for key in ("one_step", "theorem", "head", "gd", "gd_autograd", "adam"):
         if (key, seed) not in runs.scores:
             continue
         value, cls = runs.scores[(key, seed)]

@@ -64,6 +64,7 @@ __all__ = [
     "picture_descriptions",
     "ablation_descriptions",
     "U_CONTROLS",
+    "GD_RUNS",
     "run_quotes",
     "styled_run_table",
     "null_noise_table",
@@ -319,11 +320,19 @@ def picture_descriptions(name: str, n_seeds: int, n_null: int) -> dict[str, str]
 
 
 #: The runs set against the Adam-trained U: run key -> the slug of its check.
-U_CONTROLS = {"theorem": "trained_E", "head": "trained_E_head", "gd": "adam"}
+U_CONTROLS = {
+    "theorem": "trained_E",
+    "head": "trained_E_head",
+    "gd": "adam",
+    "gd_autograd": "adam_autograd",
+}
+#: The gradient-descent runs, each in one rounding: run key -> the slug of its checks.
+GD_RUNS = {"gd": "gd", "gd_autograd": "gd_autograd"}
 _WITHOUT_U = {
     "trained_E": "the theorem's setting (p alone on the one-step E)",
     "trained_E_head": "p and v trained on the one-step E",
-    "adam": "the gradient-descent-trained model",
+    "adam": "the gradient-descent-trained model (one-sweep step)",
+    "adam_autograd": "the gradient-descent-trained model (autograd step)",
 }
 
 
@@ -332,8 +341,11 @@ def ablation_descriptions(name: str) -> dict[str, str]:
     D = NAMES[name]
     what = {
         f"{name}_one_rho_value_alpha": f"ρ(E·v, α) after one gradient step, {D}",
-        f"{name}_gd_value_trend": f"{PICTURE_MATH['value']} of the "
-        f"gradient-descent-trained model, {D}",
+        **{
+            f"{name}_{slug}_value_trend": f"{PICTURE_MATH['value']} of the "
+            f"gradient-descent-trained model ({step}), {D}"
+            for slug, step in zip(GD_RUNS.values(), ("one-sweep step", "autograd step"))
+        },
     }
     for slug, words in _WITHOUT_U.items():
         what[f"{name}_u_needs_{slug}"] = (
@@ -357,7 +369,7 @@ def run_quotes(rows: pd.DataFrame) -> dict[str, float]:
     """The numbers of a :func:`run_table` the text quotes, keyed ``<run>_<number>``."""
     return {
         f"{key}_{slug}": float(rows.loc[RUN_NAMES[key], column])
-        for key in ("gd", "adam", "theorem", "head")
+        for key in ("gd", "gd_autograd", "adam", "theorem", "head")
         for column, slug in _QUOTED_COLUMNS.items()
     }
 

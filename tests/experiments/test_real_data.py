@@ -394,7 +394,11 @@ def test_picture_runs_and_tables():
     )
     runs = picture_runs(c, cfg, settings, null_rng=np.random.default_rng(0))
     keys = {("adam", 0), ("adam", 1), ("init", 0), ("one_step", 0), ("theorem", 0)}
-    assert keys | {("gd", 0), ("null", 0), ("head", 0)} == set(runs.scores)
+    controls = {("gd", 0), ("gd_autograd", 0), ("null", 0), ("head", 0)}
+    assert keys | controls == set(runs.scores)
+    # gradient descent in two roundings: the one-sweep step and the autograd step
+    for fused, autograd in zip(runs.scores[("gd", 0)], runs.scores[("gd_autograd", 0)]):
+        np.testing.assert_allclose(fused, autograd, rtol=1e-9, atol=1e-12)
     # the theorem's setting trains p alone: E and v stay where the one step left them
     theorem = runs.curves[("theorem", 0)].params
     head = runs.curves[("head", 0)].params
@@ -417,7 +421,8 @@ def test_picture_runs_and_tables():
     alpha = np.linspace(-1, 1, c.vocab_size)
     rows = run_table(runs, imp, alpha, n_pos + n_neg, 0, top=3)
     assert list(rows.index) == [
-        RUN_NAMES[k] for k in ("one_step", "theorem", "head", "gd", "adam")
+        RUN_NAMES[k]
+        for k in ("one_step", "theorem", "head", "gd", "gd_autograd", "adam")
     ]
     # the null as a distribution: one run per permutation, each with its own labels
     several = picture_runs(

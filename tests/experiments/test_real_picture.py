@@ -87,17 +87,20 @@ def test_seed_statistics_against_a_null():
 def test_run_quotes_and_descriptions():
     columns = [*rp._QUOTED_COLUMNS]
     rows = pd.DataFrame(
-        [[float(i + j) for j in range(len(columns))] for i in range(5)],
-        index=[RUN_NAMES[k] for k in ("one_step", "theorem", "head", "gd", "adam")],
+        [[float(i + j) for j in range(len(columns))] for i in range(6)],
+        index=[
+            RUN_NAMES[k]
+            for k in ("one_step", "theorem", "head", "gd", "gd_autograd", "adam")
+        ],
         columns=columns,
     )
     quoted = rp.run_quotes(rows)
     assert quoted["adam_cls"] == rows.loc[RUN_NAMES["adam"], columns[0]]
-    assert len(quoted) == 4 * len(columns)
+    assert len(quoted) == 5 * len(columns)
     what = rp.ablation_descriptions("yelp")
     assert set(what) == {
         "yelp_one_rho_value_alpha",
-        "yelp_gd_value_trend",
+        *(f"yelp_{slug}_value_trend" for slug in rp.GD_RUNS.values()),
         *(f"yelp_u_needs_{slug}" for slug in rp.U_CONTROLS.values()),
     }
     assert rp.styled_run_table(rows) is not None
