@@ -17,8 +17,7 @@ tables.
   those of the real-data and extension chapters;
 - :mod:`~attnbook.book.controls`  -- the controls of the extension chapters, checked
   and drawn;
-- :mod:`~attnbook.book.tables`    -- tables with readable names and integer formats;
-- :mod:`~attnbook.book.display`   -- texts shaded by per-token weights (HTML).
+- :mod:`~attnbook.book.tables`    -- tables with readable names and integer formats.
 
 The build of the book (the chapters' execution, the records read back, the claims
 dashboard, the paper map, the Sphinx extension) is not part of the package: it lives

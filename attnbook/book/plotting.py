@@ -18,7 +18,6 @@ import warnings
 import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import LogLocator, NullFormatter
 
 from attnbook.book.figure_check import (
     COLUMN_WIDTH_IN,
@@ -26,7 +25,7 @@ from attnbook.book.figure_check import (
     audit,
     fit_to_column,
 )
-from attnbook.experiments.importance import bin_statistics, finite_array
+from attnbook.experiments.importance import bin_statistics
 
 __all__ = [
     "setup",
@@ -37,10 +36,8 @@ __all__ = [
     "fit_to_column",
     "audit",
     "show",
-    "log_ticks",
     "identity_scatter",
     "plot_binned",
-    "plot_binned_scores",
 ]
 
 PALETTE = {
@@ -157,14 +154,6 @@ def panel_grid(
     return fig, axes[:n_panels]
 
 
-def log_ticks(axis, numticks: int = 4) -> None:
-    """At most ``numticks`` labelled decades on a logarithmic ``axis`` (``ax.xaxis`` or
-    ``ax.yaxis``) and no labels on the minor ticks, so that tick labels never
-    overlap."""
-    axis.set_major_locator(LogLocator(base=10, numticks=numticks))
-    axis.set_minor_formatter(NullFormatter())
-
-
 def show(fig=None, *, strict: bool = True) -> None:
     """Display ``fig`` (default: the current figure) in the book's style: fitted to the
     column (:func:`fit_to_column`) and checked (:func:`audit`). With ``strict`` a
@@ -254,56 +243,3 @@ def plot_binned(
     ax.set_xlim(lo, hi)
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     return stats
-
-
-def plot_binned_scores(
-    importance: object,
-    rows: "dict[str, tuple[object, object]]",
-    *,
-    n_bins: int = 20,
-    lo: float = -1.0,
-    hi: float = 1.0,
-    xlabel: str = r"$P(1\mid s) - P(0\mid s)$",
-    color: str = "#264653",
-):
-    """The binned figure: for each entry ``label -> (E.v, E.p)`` of ``rows`` one row of
-    two panels (bin mean with a +-1 standard-deviation band of ``E_s.v`` and of
-    ``E_s.p`` against the importance bins), and a last row with the number of tokens per
-    bin (log scale, one label per decade). Returns the figure, at the column width."""
-    import matplotlib.pyplot as plt
-
-    if not rows:
-        raise ValueError("rows must hold at least one (E.v, E.p) pair")
-    x = finite_array(importance, "importance")
-    n = len(rows)
-    fig, axes = plt.subplots(
-        n + 1,
-        2,
-        figsize=(COLUMN_WIDTH_IN, 1.9 * n + 1.5),
-        sharex=True,
-        gridspec_kw={"height_ratios": [1.0] * n + [0.6]},
-    )
-    for r, (label, (value, cls)) in enumerate(rows.items()):
-        for c, (vals, name) in enumerate(
-            ((value, r"$E_s \cdot v$"), (cls, r"$E_s \cdot p$"))
-        ):
-            ax = axes[r, c]
-            plot_binned(
-                ax, x, vals, n_bins=n_bins, lo=lo, hi=hi, color=color, band_alpha=0.2
-            )
-            ax.set_title(f"{label}: {name}")
-            ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
-    counts = bin_statistics(x, np.zeros_like(x), n_bins, lo, hi)
-    for c in range(2):
-        ax = axes[n, c]
-        ax.bar(
-            counts["center"],
-            counts["count"],
-            width=(hi - lo) / n_bins * 0.9,
-            color="0.6",
-        )
-        ax.set_yscale("log")
-        log_ticks(ax.yaxis, numticks=3)
-        ax.set_ylabel("tokens")
-        ax.set_xlabel(xlabel)
-    return fig

@@ -8,7 +8,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["readable_table", "trend_table"]
+__all__ = ["readable_table"]
 
 
 def _is_integer(column: pd.Series) -> bool:
@@ -58,20 +58,3 @@ def readable_table(
                 raise ValueError(f"digits must be non-negative integers, got {d!r}")
             formats[col] = f"{{:.{int(d)}f}}"
     return shown.style.format(formats, na_rep="–")
-
-
-#: Display names of the columns of
-#: :func:`attnbook.experiments.extensions.trend_statistics`.
-TREND_NAMES = {
-    "rho": "Spearman ρ",
-    "low": "95 % interval: low",
-    "high": "high",
-    "monotone": "bin monotonicity",
-    "n_tokens": "tokens",
-}
-
-
-def trend_table(frame: pd.DataFrame):
-    """A table of :func:`attnbook.experiments.extensions.trend_statistics` rows, ready
-    to display (:func:`readable_table` with the trend columns' names, two decimals)."""
-    return readable_table(frame, TREND_NAMES, digits=2, integers=["tokens"])

@@ -11,14 +11,10 @@ same from texts and labels already in memory (used by the tests and by anyone wi
 own data), :func:`corpus_from_splits` from :class:`~attnbook.data.splits.ReviewSplit`
 objects. Each split is tokenized once: the vocabulary, its ``min_df``
 (:func:`min_df_for_tokens`) and both encodings come from the same tokens.
-:func:`split_validation` carves a seeded, stratified validation set out of the training
-split (the models are fitted on the rest and the validation loss chooses the reported
-step).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -29,7 +25,6 @@ from attnbook.data.labels import signed_from_binary
 from attnbook.data.reviews import TokenizedTexts, Vocabulary
 from attnbook.data.splits import STAR_COLUMNS, ReviewSplit, load_split
 from attnbook.engine.counts import TokenCounts
-from attnbook.validation import check_generator
 
 __all__ = [
     "STAR_COLUMNS",
@@ -37,8 +32,6 @@ __all__ = [
     "build_review_corpus",
     "corpus_from_splits",
     "prepare_reviews",
-    "split_validation",
-    "min_df_for_vocabulary_size",
     "min_df_for_tokens",
 ]
 
@@ -62,18 +55,18 @@ class ReviewCorpus:
         ``(n,)`` int64 star ratings aligned with the kept documents (IMDB 1-10, Yelp
         1-5), or ``None`` when the data has none.
     test_texts:
-        the raw texts of the kept test documents (for highlighting).
+        the raw texts of the kept test documents.
     train_kept, test_kept:
         row numbers of the kept documents in the original splits.
     n_documents, n_tokens, n_dropped_tokens:
         per split (``{"train": ..., "test": ...}``): documents before dropping, token
         occurrences, and occurrences dropped because they are outside the vocabulary (of
-        the whole training split, also after :func:`split_validation`).
+        the whole training split, also when part of it is held out for validation).
     validation, validation_labels, validation_kept:
-        ``None``, or after :func:`split_validation` the held-out part of the training
-        split: its counts, +-1 labels and row numbers in the original training split.
-        ``train``, ``train_labels``, ``train_stars`` and ``train_kept`` then hold the
-        remaining rows.
+        ``None`` (no function of the package sets them), or a held-out part of the
+        training split: its counts, +-1 labels and row numbers in the original training
+        split; ``train``, ``train_labels``, ``train_stars`` and ``train_kept`` then hold
+        the remaining rows.
     """
 
     name: str
@@ -144,9 +137,7 @@ class ReviewCorpus:
             )
         arr = arrays[split]
         if arr is None:
-            raise ValueError(
-                "this corpus has no validation split (see split_validation)"
-            )
+            raise ValueError("this corpus has no validation split")
         return torch.from_numpy(arr).to(dtype=dtype, device=device)
 
     def summary(self) -> dict[str, float]:
@@ -262,60 +253,13 @@ def prepare_reviews(name: str, min_df: int) -> ReviewCorpus:
     )
 
 
-def split_validation(
-    corpus: ReviewCorpus, fraction: float, rng: np.random.Generator
-) -> ReviewCorpus:
-    """Hold out a stratified random ``fraction`` of the training documents as a
-    validation set.
-
-    In each class, ``round(fraction * n_class)`` documents (at least one, at most all
-    but one) are drawn without replacement from ``rng``; the returned corpus has them as
-    ``validation`` and the other training documents as ``train`` (both in their original
-    order). The vocabulary, the test split and the encoding counts are unchanged.
-    """
-    if corpus.validation is not None:
-        raise ValueError("the corpus already has a validation split")
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
-    check_generator(rng)
-    y = corpus.train_labels
-    held = []
-    for label in (-1, 1):
-        rows = np.flatnonzero(y == label)
-        k = min(max(int(round(fraction * rows.size)), 1), rows.size - 1)
-        if k < 1:
-            raise ValueError(f"class {label:+d} has fewer than two training documents")
-        held.append(rng.choice(rows, size=k, replace=False))
-    is_val = np.zeros(y.size, dtype=bool)
-    is_val[np.concatenate(held)] = True
-    val, rest = np.flatnonzero(is_val), np.flatnonzero(~is_val)
-    return dataclasses.replace(
-        corpus,
-        train=corpus.train.select(rest),
-        train_labels=y[rest],
-        train_stars=None if corpus.train_stars is None else corpus.train_stars[rest],
-        train_kept=corpus.train_kept[rest],
-        validation=corpus.train.select(val),
-        validation_labels=y[val],
-        validation_kept=corpus.train_kept[val],
-    )
-
-
-def min_df_for_vocabulary_size(
-    texts: Sequence[str], target: int, candidates: Sequence[int] = tuple(range(1, 201))
-) -> tuple[int, dict[int, int]]:
-    """The ``min_df`` among ``candidates`` whose vocabulary size on ``texts`` is closest
-    to ``target`` (ties: the larger ``min_df``), and the size for every candidate."""
-    _check_target(target, candidates)
-    return min_df_for_tokens(TokenizedTexts.of(texts), target, candidates)
-
-
 def min_df_for_tokens(
     texts: TokenizedTexts,
     target: int,
     candidates: Sequence[int] = tuple(range(1, 201)),
 ) -> tuple[int, dict[int, int]]:
-    """:func:`min_df_for_vocabulary_size` for texts already tokenized."""
+    """The ``min_df`` among ``candidates`` whose vocabulary size on ``texts`` is closest
+    to ``target`` (ties: the larger ``min_df``), and the size for every candidate."""
     _check_target(target, candidates)
     df = Vocabulary.from_tokenized(texts, 1).document_frequency
     sizes = {int(k): int((df >= k).sum()) for k in candidates}

@@ -30,27 +30,18 @@ __all__ = [
     "as_token_counts",
     "check_counts",
     "pad_arrays",
-    "padded_token_ids",
     "token_counts_over",
 ]
 
 SequenceLike = "np.ndarray | torch.Tensor | Sequence[int]"
 
 
-def padded_token_ids(
-    sequences: object, vocab_size: int, device: torch.device | str | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validated sequences as a zero-padded ``(n, T)`` id matrix and its ``(n, T)``
-    boolean mask (``T`` the longest length): the layout of the dense reference
-    implementations."""
-    return pad_arrays(validate_sequences(sequences, vocab_size), device)
-
-
 def pad_arrays(
     arrays: list[np.ndarray], device: torch.device | str | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`padded_token_ids` of sequences already checked (by
-    :func:`attnbook.validation.check_sequences`)."""
+    """Sequences already checked (by :func:`attnbook.validation.check_sequences`) as a
+    zero-padded ``(n, T)`` id matrix and its ``(n, T)`` boolean mask (``T`` the longest
+    length): the layout of the dense reference implementations."""
     lengths = torch.tensor([a.size for a in arrays], device=device)
     T = int(lengths.max())
     ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=device)

@@ -2,10 +2,9 @@
 
 - :mod:`~attnbook.experiments.importance` -- token importance, binned statistics, rank
   correlations;
-- :mod:`~attnbook.experiments.evaluation` -- loss, accuracy and paired comparisons on a
-  corpus;
-- :mod:`~attnbook.experiments.real_data`  -- the real-data experiment (four models, one
-  protocol) and the starting points every real-data model shares;
+- :mod:`~attnbook.experiments.evaluation` -- loss and accuracy on a corpus;
+- :mod:`~attnbook.experiments.real_data`  -- the starting points every real-data model
+  shares;
 - :mod:`~attnbook.experiments.curves`     -- learning curves at equal budgets (Adam or
   per-group gradient descent) and within-bin spread ratios along them;
 - :mod:`~attnbook.experiments.picture`    -- the runs behind the real-data picture:
@@ -15,7 +14,6 @@
 - :mod:`~attnbook.experiments.paper_protocol` -- where the paper's reported numbers
   fall on the learning curves;
 - :mod:`~attnbook.experiments.synthetic_picture` -- the picture on synthetic data;
-- :mod:`~attnbook.experiments.token_tables` -- token tables and example documents;
 - :mod:`~attnbook.experiments.extensions` -- class maps and trend statistics of the
   extensions.
 

@@ -34,7 +34,6 @@ __all__ = [
     "log_steps",
     "Curve",
     "train_curve",
-    "curve_frame",
     "first_step_reaching",
     "spread_curves",
     "SPREAD_READINGS",
@@ -206,30 +205,6 @@ def train_curve(
     curve.seconds = time.perf_counter() - t0
     curve.params = {k: t.detach().clone() for k, t in P.items()}
     return curve
-
-
-def curve_frame(curves: Mapping[object, Curve], keys: tuple[str, ...]) -> pd.DataFrame:
-    """Long table of several curves: one row per curve, step and metric, with the
-    curve's key split into the columns named by ``keys`` (keys are tuples of that
-    length, or plain values when ``keys`` has one name)."""
-    rows = []
-    for key, curve in curves.items():
-        parts = key if isinstance(key, tuple) else (key,)
-        if len(parts) != len(keys):
-            raise ValueError(f"key {key!r} does not match the columns {keys}")
-        for metric, values in curve.metrics.items():
-            split, _, name = metric.partition("_")
-            for step, value in zip(curve.steps, values):
-                rows.append(
-                    {
-                        **dict(zip(keys, parts)),
-                        "step": step,
-                        "split": split,
-                        "metric": name,
-                        "value": value,
-                    }
-                )
-    return pd.DataFrame(rows)
 
 
 def first_step_reaching(

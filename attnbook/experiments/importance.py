@@ -39,8 +39,7 @@ Rank correlations (:func:`spearman`, :func:`bootstrap_rank_correlation`,
     resampling *tokens* with replacement; the partial rank correlation of two
     quantities given a third (for example the log document frequency).
 
-The figures of binned scores are :func:`attnbook.book.plotting.plot_binned` and
-:func:`attnbook.book.plotting.plot_binned_scores`.
+The figure of binned scores is :func:`attnbook.book.plotting.plot_binned`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """How robust the real-data picture is: balanced data, shuffled labels, frequency.
 
 - :func:`reviews_for_vocabulary` -- a review data set encoded with the ``min_df``
-  whose vocabulary size is closest to a target; :func:`balanced_reviews` -- the same
-  on a class-balanced sample (the majority class subsampled in each split);
+  whose vocabulary size is closest to a target, whole or as a class-balanced sample
+  (the majority class subsampled in each split, :func:`balanced_indices`);
 - :func:`with_shuffled_labels` -- the same corpus with its training labels permuted: a
   model trained on it sees the same documents, token frequencies and class sizes but no
   link between tokens and labels (the shuffled-label null);
@@ -24,7 +24,6 @@ from attnbook.validation import check_generator
 
 __all__ = [
     "balanced_indices",
-    "balanced_reviews",
     "reviews_for_vocabulary",
     "with_shuffled_labels",
     "PICTURE_STATISTICS",
@@ -54,7 +53,7 @@ def reviews_for_vocabulary(
 ) -> tuple[ReviewCorpus, int]:
     """The review data set ``name`` encoded over the vocabulary of the tokens in at
     least ``min_df`` training documents, ``min_df`` chosen by
-    :func:`attnbook.data.corpus.min_df_for_vocabulary_size` for ``target_vocab``.
+    :func:`attnbook.data.corpus.min_df_for_tokens` for ``target_vocab``.
     With ``rng`` it is a class-balanced sample of both splits
     (:func:`balanced_indices`); without, all of it. Returns the corpus and
     ``min_df``. Each split is read and tokenized once
@@ -75,16 +74,6 @@ def reviews_for_vocabulary(
         name=name if rng is None else f"{name} (balanced)",
     )
     return corpus, min_df
-
-
-def balanced_reviews(
-    name: str, target_vocab: int, rng: np.random.Generator
-) -> tuple[ReviewCorpus, int]:
-    """A class-balanced sample of the review data set ``name`` (both splits, see
-    :func:`balanced_indices`) encoded as in :func:`reviews_for_vocabulary`. Returns the
-    corpus and ``min_df``."""
-    check_generator(rng)
-    return reviews_for_vocabulary(name, target_vocab, rng)
 
 
 def with_shuffled_labels(

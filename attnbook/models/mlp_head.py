@@ -6,11 +6,11 @@
 
 The attention part is exactly the one-layer model's; only the linear head ``z -> z . v``
 is replaced by a one-hidden-layer ReLU network whose last layer is ``v``. ``f`` is still
-a function of the bag of tokens: :func:`pooled_embedding` computes ``z`` for a whole
-corpus as one sparse ``(n, V) x (V, d)`` product with the attention weights as the
-sparse entries. :func:`token_value_scores` gives ``g_s = v . relu(A E_s + c)``, the
-output on a sequence made of token ``s`` alone, which is what ``E_s . v`` is in the
-linear model.
+a function of the bag of tokens: ``z`` is computed for a whole corpus as one sparse
+``(n, V) x (V, d)`` product with the attention weights as the sparse entries (a
+:class:`PooledIndex` holds the corpus' sparsity structure). :func:`token_value_scores`
+gives ``g_s = v . relu(A E_s + c)``, the output on a sequence made of token ``s``
+alone, which is what ``E_s . v`` is in the linear model.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from attnbook.validation import (
     check_finite_scores,
     check_instance,
     check_parameter_dict,
-    check_parameters,
     check_sequences,
     check_vocabulary,
 )
@@ -39,7 +38,6 @@ __all__ = [
     "mlp_head_layout",
     "check_mlp_parameters",
     "PooledIndex",
-    "pooled_embedding",
     "mlp_attention_output",
     "dense_mlp_attention_output",
     "token_value_scores",
@@ -75,7 +73,8 @@ def init_mlp_head(vocab_size: int, dim: int, **options) -> dict[str, torch.Tenso
 
 @dataclass(frozen=True)
 class PooledIndex:
-    """The sparsity structure of a corpus, prepared once for :func:`pooled_embedding`.
+    """The sparsity structure of a corpus, prepared once for
+    :func:`mlp_attention_output`.
 
     ``crow``/``col`` is the CSR structure of the ``(n, V)`` attention-weight matrix
     (rows = sequences, columns = their distinct tokens), ``t_crow``/``t_col`` that of
@@ -162,27 +161,12 @@ class _WeightedRowSum(torch.autograd.Function):
         return grad_w, grad_E, None
 
 
-def pooled_embedding(
-    E: torch.Tensor, p: torch.Tensor, counts: TokenCounts | PooledIndex
-) -> torch.Tensor:
-    """``(n, d)`` attention outputs ``z(X_i) = sum_s pi_s(X_i) E_s`` (differentiable in
-    E, p).
-
-    Pass a :class:`PooledIndex` (built once per corpus) when calling it repeatedly.
-    ``E`` (V, d) and ``p`` (d,) are float tensors of one dtype and device; the counts
-    must be over exactly ``V`` tokens.
-    """
-    check_parameters(E, p, p)
-    index = counts if isinstance(counts, PooledIndex) else PooledIndex.build(counts)
-    check_vocabulary(index.counts.vocab_size, E.shape[0], plural=True)
-    return _pooled_embedding(E, p, index)
-
-
 def _pooled_embedding(
     E: torch.Tensor, p: torch.Tensor, index: PooledIndex
 ) -> torch.Tensor:
-    """:func:`pooled_embedding` of checked arguments (the scores checked for
-    finiteness as they are computed)."""
+    """``(n, d)`` attention outputs ``z(X_i) = sum_s pi_s(X_i) E_s`` (differentiable in
+    E, p) of checked arguments (the scores checked for finiteness as they are
+    computed)."""
     index = index.to(E.device)
     c = index.counts
     scores = E @ p

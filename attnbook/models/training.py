@@ -29,8 +29,6 @@ __all__ = [
     "binary_loss_closure",
     "History",
     "fit",
-    "plateau_stop",
-    "plateau_stop_step",
 ]
 
 
@@ -236,46 +234,3 @@ def fit(
     if bar is not None:
         bar.close()
     return history
-
-
-def plateau_stop(
-    rel_tol: float = 0.01, window: int = 5, key: str = "train_loss"
-) -> Callable[[History], bool]:
-    """Stopping rule for :func:`attnbook.models.training.fit`: stop once the recorded
-    ``key`` (by default the training loss at the evaluation steps) fell by less than
-    ``rel_tol`` (relative) over the last ``window`` evaluations (``window * eval_every``
-    steps)."""
-    if not 0 < rel_tol < 1:
-        raise ValueError(f"rel_tol must be in (0, 1), got {rel_tol}")
-    if window < 1:
-        raise ValueError(f"window must be at least 1, got {window}")
-
-    def stop(history: History) -> bool:
-        values = history.metrics.get(key, [])
-        if len(values) <= window:
-            return False
-        prev, last = values[-1 - window], values[-1]
-        return prev - last < rel_tol * abs(prev)
-
-    return stop
-
-
-def plateau_stop_step(
-    history: History, rel_tol: float = 0.01, window: int = 5, key: str = "train_loss"
-) -> int | None:
-    """The first evaluation step at which :func:`plateau_stop` (``rel_tol``, ``window``,
-    ``key``) would have ended the run that recorded ``history``, or ``None`` if it never
-    fires: what the rule would have reported for a model that was trained past it."""
-    rule = plateau_stop(rel_tol, window, key)
-    if key not in history.metrics:
-        raise ValueError(
-            f"the history has no {key!r} records (it has {sorted(history.metrics)})"
-        )
-    values = history.metrics[key]
-    for j, step in enumerate(history.eval_steps):
-        prefix = History(
-            eval_steps=history.eval_steps[: j + 1], metrics={key: values[: j + 1]}
-        )
-        if rule(prefix):
-            return step
-    return None

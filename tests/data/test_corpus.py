@@ -1,6 +1,8 @@
 """Texts tokenized once (attnbook.data.reviews.TokenizedTexts) give what tokenizing
-them again at every step gave: the vocabulary, min_df, the encodings and the corpus."""
+them again at every step gave: the vocabulary, min_df, the encodings and the corpus;
+the corpus's alignment of labels, stars and texts with the kept documents."""
 
+import os
 import random
 from collections import Counter
 from itertools import chain
@@ -8,12 +10,12 @@ from itertools import chain
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from attnbook.data.corpus import (
     build_review_corpus,
     corpus_from_splits,
     min_df_for_tokens,
-    min_df_for_vocabulary_size,
     prepare_reviews,
 )
 from attnbook.data.reviews import DATA_DIR_ENV, TokenizedTexts, Vocabulary, tokenize
@@ -163,8 +165,9 @@ def test_min_df_equals_the_reference():
     tok = TokenizedTexts.of(TRAIN)
     for target in (1, 3, 8, 40):
         want = reference_min_df(TRAIN, target, range(1, 6))
-        assert min_df_for_vocabulary_size(TRAIN, target, range(1, 6)) == want
         assert min_df_for_tokens(tok, target, range(1, 6)) == want
+    with pytest.raises(ValueError, match="target must be positive"):
+        min_df_for_tokens(tok, 0)
 
 
 def test_build_review_corpus_equals_the_reference():
@@ -237,3 +240,77 @@ def test_load_split_is_kept_per_file(tmp_path, monkeypatch, small_splits):
     clear_split_cache()
     assert load_split("yelp", "train") is not again
     clear_split_cache()
+
+
+# ---------------------------------------- a small corpus: alignment, errors, the mirror
+TOY_TRAIN = [
+    "Good film, good cast.",
+    "A bad film.",
+    "good but bad",
+    "zzz",
+    "Great fun!",
+    "bad bad",
+]
+TOY_TRAIN_Y = [1, 0, 1, 0, 1, 0]
+TOY_TEST = ["qqq", "bad ending", "good good film"]
+TOY_TEST_Y = [1, 0, 1]
+
+
+def test_build_review_corpus_alignment():
+    c = build_review_corpus(
+        TOY_TRAIN,
+        TOY_TRAIN_Y,
+        TOY_TEST,
+        TOY_TEST_Y,
+        min_df=2,
+        name="toy",
+        train_stars=[9, 2, 7, 1, 8, 1],
+        test_stars=[10, 3, 8],
+    )
+    assert c.vocabulary.tokens == ("bad", "film", "good")  # document frequency 3, 2, 2
+    assert c.vocab_size == 3
+    # "zzz" and "Great fun!" have no in-vocabulary token in train, "qqq" in test
+    assert c.train_kept.tolist() == [0, 1, 2, 5] and c.test_kept.tolist() == [1, 2]
+    assert c.n_dropped_documents == {"train": 2, "test": 1}
+    assert c.train_labels.tolist() == [1, -1, 1, -1]
+    assert c.test_labels.tolist() == [-1, 1]
+    assert c.train_stars.tolist() == [9, 2, 7, 1] and c.test_stars.tolist() == [3, 8]
+    assert c.test_texts == ("bad ending", "good good film")
+    assert c.train.n_sequences == 4 and c.test.n_sequences == 2
+    assert c.n_tokens == {"train": 15, "test": 6}
+    assert c.n_dropped_tokens == {"train": 6, "test": 2}
+    assert c.positive_fraction["train"] == 0.5
+    y = c.labels("test", dtype=torch.float64)
+    assert y.dtype == torch.float64 and y.tolist() == [-1.0, 1.0]
+    s = c.summary()
+    assert s["vocab_size"] == 3 and s["dropped_train_documents"] == 2
+
+
+def test_build_review_corpus_errors():
+    args = (TOY_TRAIN, TOY_TRAIN_Y, TOY_TEST, TOY_TEST_Y)
+    with pytest.raises(ValueError, match="0 \\(negative\\) or 1"):
+        build_review_corpus(
+            TOY_TRAIN, [1, -1, 1, 0, 1, 0], TOY_TEST, TOY_TEST_Y, min_df=1
+        )
+    with pytest.raises(ValueError, match="differ in length"):
+        build_review_corpus(TOY_TRAIN, TOY_TRAIN_Y[:3], TOY_TEST, TOY_TEST_Y, min_df=1)
+    with pytest.raises(ValueError, match="train_stars"):
+        build_review_corpus(*args, min_df=1, train_stars=[1, 2])
+    with pytest.raises(ValueError, match="single class"):
+        build_review_corpus(TOY_TRAIN, [1] * 6, TOY_TEST, TOY_TEST_Y, min_df=1)
+    corpus = build_review_corpus(*args, min_df=1)
+    with pytest.raises(ValueError, match="split"):
+        corpus.labels("dev")
+    with pytest.raises(ValueError, match="no validation"):
+        corpus.labels("validation")
+
+
+@pytest.mark.skipif(not os.environ.get(DATA_DIR_ENV), reason=f"needs {DATA_DIR_ENV}")
+def test_prepare_yelp_from_mirror():
+    c = prepare_reviews("yelp", min_df=10)
+    assert c.n_documents == {"train": 13_983, "test": 3_495}
+    assert 5_000 < c.vocab_size < 8_000
+    assert 0.7 < c.positive_fraction["train"] < 0.8
+    assert set(np.unique(c.train_stars)) <= {1, 2, 4, 5}
+    assert np.all((c.train_stars >= 4) == (c.train_labels == 1))
+    assert len(c.test_texts) == c.test.n_sequences

@@ -163,7 +163,7 @@ def test_hub_line_break_escapes_become_line_breaks(hub):
 
 def test_hub_yelp_corpus_has_the_mirror_counts(hub):
     """The whole pipeline (vocabulary, encoding) on the hub path: the document counts
-    that tests/experiments/test_token_tables.py asserts on the mirror."""
+    that tests/data/test_corpus.py asserts on the mirror."""
     corpus = prepare_reviews("yelp", min_df=10)
     assert corpus.n_documents == {"train": 13_983, "test": 3_495}
     assert corpus.positive_fraction["train"] == pytest.approx(10_781 / 13_983)

@@ -138,23 +138,6 @@ def test_bootstrap_errors():
         bootstrap_rank_correlation([1.0, 2, 3], [1.0, 2], 50, rng)
 
 
-def test_plot_binned_scores():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from attnbook.book.plotting import plot_binned_scores
-
-    rng = np.random.default_rng(0)
-    x = rng.uniform(-1, 1, 200)
-    fig = plot_binned_scores(x, {"a": (x, x**2), "b": (-x, np.abs(x))})
-    assert len(fig.axes) == 6
-    plt.close(fig)
-    with pytest.raises(ValueError):
-        plot_binned_scores(x, {})
-
-
 def test_plot_binned_axes():
     import matplotlib
 

@@ -10,7 +10,6 @@ from attnbook.experiments.curves import (
     ABLATIONS,
     Dynamics,
     ablation_curves,
-    curve_frame,
     first_step_reaching,
     log_steps,
     spread_curves,
@@ -244,9 +243,9 @@ def test_ablation_curves_and_spread_ratios():
     steps = (0, 1, 3, 10)
     curves = ablation_curves(c, pts, {"a": Dynamics.adam(1e-2)}, steps)
     assert set(curves) == {(k, "a") for k in ABLATIONS}
-    frame = curve_frame(curves, ("model", "lr"))
-    assert set(frame["split"]) == {"train", "test"}
-    assert frame["step"].max() == 10
+    for curve in curves.values():
+        assert {m.partition("_")[0] for m in curve.metrics} == {"train", "test"}
+        assert max(curve.steps) == 10
     imp = np.linspace(-1, 1, c.vocab_size)
     same = spread_curves(
         imp, curves[("full", "a")], curves[("full", "a")], lo=-1, hi=1, n_bins=2

@@ -3,13 +3,11 @@ import pytest
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.models.attention import attention_output
 from attnbook.models.losses import logistic_loss
 from attnbook.models.mlp_head import (
     dense_mlp_attention_output,
     init_mlp_head,
     mlp_attention_output,
-    pooled_embedding,
     token_value_scores,
 )
 
@@ -44,13 +42,6 @@ def test_count_engine_matches_dense_float64(seed):
     g2 = _grads(dense_mlp_attention_output, params, seqs, y)
     for k in g1:
         assert torch.allclose(g1[k], g2[k], atol=1e-12, rtol=0), k
-
-
-def test_pooled_embedding_is_attention_average():
-    E, p, v, seqs, _ = random_problem(2)
-    z = pooled_embedding(E, p, TokenCounts.from_sequences(seqs, E.shape[0]))
-    # z . v is the one-layer model's output
-    assert torch.allclose(z @ v, attention_output(E, p, v, seqs), atol=1e-12)
 
 
 def test_token_value_scores_are_single_token_outputs():

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.experiments.evaluation import document_outcomes, evaluate_binary
+from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.models.attention import count_attention_output, count_heads_output
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.training import binary_loss_closure, fit
@@ -113,11 +113,6 @@ CASES = {
     ),
     "evaluate_binary 0/1": (
         lambda: evaluate_binary(PARAMS, COUNTS, Y01),
-        ValueError,
-        r"2\*y - 1",
-    ),
-    "document_outcomes 0/1": (
-        lambda: document_outcomes(PARAMS, COUNTS, Y01),
         ValueError,
         r"2\*y - 1",
     ),
