@@ -6,7 +6,7 @@
 #define NAME(name) GLUE(name, SUFFIX)
 
 /* Row-level helpers take the number of columns J as an argument and are always inlined; the
- * loops call them through WITH_J, which writes out J = 1, 2, 3, 4, so that the compiler unrolls
+ * loops call them through WITH_J, which writes out J = 1 to 6, so that the compiler unrolls
  * the loops over J (one pass over a row for all columns). Any other J takes the general path. */
 #define WITH_J(J, CALL)                                                                       \
     switch (J) {                                                                              \
@@ -14,6 +14,8 @@
     case 2: CALL(2); break;                                                                   \
     case 3: CALL(3); break;                                                                   \
     case 4: CALL(4); break;                                                                   \
+    case 5: CALL(5); break;                                                                   \
+    case 6: CALL(6); break;                                                                   \
     default: CALL(J);                                                                         \
     }
 

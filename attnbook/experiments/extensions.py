@@ -149,8 +149,7 @@ def subsample_corpus(
     star_col = STAR_COLUMNS[name]
 
     def column(split: str, col: str) -> list:
-        values = splits[split][col]
-        return [values[int(i)] for i in picks[split]]
+        return list(splits[split].select(picks[split])[col])  # the rows, in order
 
     return build_review_corpus(
         column("train", "text"),

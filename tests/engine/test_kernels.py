@@ -53,6 +53,8 @@ SHAPES = [
     (31, 64, 1),
     (9, 130, 3),
     (20, 70, 5),
+    (15, 66, 6),  # the K = 5 classes of the multiclass model: J = 6, written out
+    (7, 33, 7),  # the general path
     (11, 40, 17),
 ]
 
