@@ -16,7 +16,6 @@ import torch
 
 from attnbook.data.corpus import ReviewCorpus
 from attnbook.models.parameters import init_parameters
-from attnbook.models.training import OPTIMIZERS
 from attnbook.theory.one_step import one_gradient_step
 
 __all__ = [
@@ -28,50 +27,22 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ReviewExperimentConfig:
-    """Settings of the real-data chapters' models (see the real-data chapter for the
-    choices).
+    """The settings :func:`starting_points` draws the models' initialization with.
 
-    :func:`starting_points` reads ``dim``, ``init_scale``, ``eta`` and ``dtype``:
-    ``init_scale`` is the scale of the initial embeddings (rows of norm about
-    ``init_scale``); ``p`` and ``v`` start with norm about one. ``eta`` is the size of
-    the single gradient step. The training settings (``lr_full``, ``steps_full``,
-    ``lr_head``, ``steps_head``, ``eval_every``, ``rel_tol``, ``window``,
-    ``optimizer``, ``run_to_cap``, ``steps_one_step_head``) are checked here but read
-    by nothing in the package.
+    ``dim`` is the embedding dimension; ``init_scale`` the scale of the initial
+    embeddings (rows of norm about ``init_scale``; ``p`` and ``v`` start with norm about
+    one); ``eta`` the size of the single gradient step; ``dtype`` float32 or float64.
     """
 
     dim: int = 2048
     init_scale: float = 0.01
     eta: float = 1000.0
-    lr_full: float = 1e-3
-    steps_full: int = 200
-    lr_head: float = 1e-2
-    steps_head: int = 600
-    eval_every: int = 10
-    rel_tol: float = 0.01
-    window: int = 5
-    optimizer: str = "adam"
     dtype: torch.dtype = torch.float32
-    run_to_cap: tuple[str, ...] = ()
-    steps_one_step_head: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("dim", "eval_every", "window"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("steps_full", "steps_head"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(
-                    f"{name} must be a non-negative integer, got {value!r}"
-                )
-        for name, positive in (
-            ("init_scale", True),
-            ("eta", False),
-            ("lr_full", True),
-            ("lr_head", True),
-        ):
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
+            raise ValueError(f"dim must be a positive integer, got {self.dim!r}")
+        for name, positive in (("init_scale", True), ("eta", False)):
             value = getattr(self, name)
             ok = isinstance(value, (int, float)) and np.isfinite(value)
             if not ok or value < 0 or (positive and value == 0):
@@ -79,26 +50,9 @@ class ReviewExperimentConfig:
                 raise ValueError(
                     f"{name} must be a finite {need} number, got {value!r}"
                 )
-        if not 0 < self.rel_tol < 1:
-            raise ValueError(f"rel_tol must be in (0, 1), got {self.rel_tol}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}"
-            )
         if self.dtype not in (torch.float32, torch.float64):
             raise ValueError(
                 f"dtype must be torch.float32 or torch.float64, got {self.dtype}"
-            )
-        if self.steps_one_step_head is not None and self.steps_one_step_head < 0:
-            raise ValueError(
-                "steps_one_step_head must be non-negative, got "
-                f"{self.steps_one_step_head}"
-            )
-        unknown = set(self.run_to_cap) - {"full", "random_E", "one_step_head"}
-        if unknown:
-            raise ValueError(
-                f"run_to_cap names unknown models {sorted(unknown)}; "
-                "choose among 'full', 'random_E', 'one_step_head'"
             )
 
 

@@ -2,7 +2,7 @@
 
 Every model in the book is trained by :func:`fit`, which only needs the parameters and a
 closure returning the full-batch loss. It records the training loss, optional evaluation
-metrics, and stops early when a user rule says so.
+metrics.
 """
 
 from __future__ import annotations
@@ -78,10 +78,6 @@ class History:
     loss: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
-    stopped_at: int | None = None
-    best_step: int | None = None
-    best_value: float | None = None
-    best_params: dict[str, torch.Tensor] | None = None
 
     def record(self, step: int, values: Mapping[str, float]) -> None:
         self.eval_steps.append(step)
@@ -131,27 +127,17 @@ def fit(
     trainable: tuple[str, ...] | None = None,
     evaluate: Callable[[], Mapping[str, float]] | None = None,
     eval_every: int = 10,
-    stop: Callable[[History], bool] | None = None,
-    progress: bool = False,
-    keep_best: str | None = None,
 ) -> History:
     """Minimise ``loss_fn()`` over ``params[trainable]`` with full-batch steps.
 
     ``optimizer`` is ``"gd"`` (plain gradient descent) or ``"adam"``. ``evaluate`` is
-    called (without gradients) at step 0, every ``eval_every`` steps and at the end;
-    ``stop`` is asked after each evaluation whether to end early. Parameters are updated
-    in place.
-
-    ``keep_best`` names a metric returned by ``evaluate`` to *minimise* (for example a
-    validation loss): at every evaluation where it is strictly lower than before, the
-    history stores the step (``best_step``), the value (``best_value``) and detached
-    copies of all parameters (``best_params``); the first of equal values is kept.
-    ``params`` still end at the last step.
+    called (without gradients) at step 0, every ``eval_every`` steps and at the end.
+    Parameters are updated in place.
     """
     steps = check_count(steps, "steps", minimum=0)
     eval_every = check_count(eval_every, "eval_every")
     check_positive_real(lr, "lr")
-    for name, fn in (("loss_fn", loss_fn), ("evaluate", evaluate), ("stop", stop)):
+    for name, fn in (("loss_fn", loss_fn), ("evaluate", evaluate)):
         if not callable(fn) and not (fn is None and name != "loss_fn"):
             raise ArgumentTypeError(f"{name} must be callable, got {type(fn).__name__}")
     if not isinstance(params, Mapping) or not params:
@@ -161,12 +147,6 @@ def fit(
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ValueError(
             f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}"
-        )
-    if keep_best is not None and not isinstance(keep_best, str):
-        raise ArgumentTypeError(f"keep_best must be a metric name, got {keep_best!r}")
-    if keep_best is not None and evaluate is None:
-        raise ValueError(
-            "keep_best needs an evaluate function that returns that metric"
         )
     if trainable is not None and (
         not isinstance(trainable, (tuple, list))
@@ -193,44 +173,15 @@ def fit(
         t.requires_grad_(name in names)
     opt = OPTIMIZERS[optimizer]([params[n] for n in names], lr)
     history = History()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
 
-        bar = tqdm(total=steps, desc="training", leave=False)
+    def run_eval(step: int) -> None:
+        if evaluate is not None:
+            with torch.no_grad():
+                history.record(step, evaluate())
 
-    def run_eval(step: int) -> bool:
-        if evaluate is None:
-            return False
-        with torch.no_grad():
-            values = evaluate()
-            history.record(step, values)
-            if keep_best is not None:
-                if keep_best not in values:
-                    raise ValueError(
-                        f"keep_best={keep_best!r} is not among the evaluated metrics "
-                        f"{sorted(values)}"
-                    )
-                value = float(values[keep_best])
-                if history.best_value is None or value < history.best_value:
-                    history.best_step, history.best_value = step, value
-                    history.best_params = {
-                        k: t.detach().clone() for k, t in params.items()
-                    }
-        return bool(stop and stop(history))
-
-    if run_eval(0):
-        history.stopped_at = 0
-        return history
+    run_eval(0)
     for step in range(1, steps + 1):
-        loss = training_step(opt, loss_fn, step)
-        history.loss.append(float(loss))
-        if bar is not None:
-            bar.update(1)
+        history.loss.append(float(training_step(opt, loss_fn, step)))
         if step % eval_every == 0 or step == steps:
-            if run_eval(step):
-                history.stopped_at = step
-                break
-    if bar is not None:
-        bar.close()
+            run_eval(step)
     return history

@@ -140,13 +140,6 @@ def test_picture_correlations_on_an_exact_picture():
         ({"eta": -1.0}, "eta must be a finite non-negative"),
         ({"eta": float("nan")}, "eta must be a finite"),
         ({"init_scale": 0.0}, "init_scale must be a finite positive"),
-        ({"lr_full": -1e-3}, "lr_full must be a finite positive"),
-        ({"lr_head": 0}, "lr_head must be a finite positive"),
-        ({"steps_full": -1}, "steps_full must be a non-negative integer"),
-        ({"eval_every": 0}, "eval_every must be a positive integer"),
-        ({"window": 0}, "window must be a positive integer"),
-        ({"rel_tol": 1.5}, "rel_tol must be in"),
-        ({"optimizer": "sgd"}, "optimizer must be one of"),
         ({"dtype": torch.float16}, "dtype must be torch.float32 or torch.float64"),
         ({"dtype": torch.bfloat16}, "dtype must be"),
     ],
@@ -157,7 +150,7 @@ def test_review_config_rejects_invalid_settings(options, match):
 
 
 def test_review_config_accepts_the_edges():
-    ReviewExperimentConfig(eta=0.0, steps_full=0, dtype=torch.float64, optimizer="gd")
+    ReviewExperimentConfig(eta=0.0, dtype=torch.float64)
 
 
 def test_starting_points_share_one_draw():

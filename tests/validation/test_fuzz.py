@@ -566,8 +566,6 @@ def test_counts_select_and_padding(case, index, as_float):
             ("optimizer", "gd", True),
             ("optimizer", "sgdm", False),
             ("optimizer", None, False),
-            ("keep_best", "loss", True),
-            ("keep_best", 3, False),
             ("evaluate", "not callable", False),
         ]
     ),
