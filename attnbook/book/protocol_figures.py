@@ -1,6 +1,6 @@
 """The figures of the chapter on the paper's protocol: the learning curves of the three
 models, the spread ratio along training and the picture along training. Each function
-returns the figure; the chapter shows it."""
+returns the figure; the chapter shows it. And two of its tables, styled for the page."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ from attnbook.experiments.paper_protocol import PAPER_ACCURACY_LOSS, PAPER_SPREA
 from attnbook.experiments.protocol_runs import ProtocolRuns
 from attnbook.experiments.robustness import PICTURE_STATISTICS
 
-__all__ = ["curve_figure", "spread_figure", "along_figure"]
+__all__ = [
+    "curve_figure",
+    "spread_figure",
+    "along_figure",
+    "styled_number_table",
+    "styled_cross_table",
+]
 
 _MODEL_COLORS = {
     "full": PALETTE["theory"],
@@ -166,3 +172,32 @@ def along_figure(
     ]
     _legend(fig, handles, 2, 0.09)
     return fig
+
+
+_SHORT = {  # short headers: the table fits the column
+    "paper accuracy": "paper acc.",
+    "accuracy at the end": "acc. (end)",
+    "loss at the end": "loss (end)",
+    "best accuracy": "best acc.",
+    "first step at the paper's accuracy": "step: paper acc.",
+    "first step at the paper's loss": "step: paper loss",
+}
+
+
+def styled_number_table(table: pd.DataFrame):
+    """A :func:`attnbook.experiments.paper_protocol.paper_number_table` (or several,
+    concatenated) with short headers, formatted for the page."""
+    shown = table.rename(columns=_SHORT)
+    steps = [c for c in shown.columns if c.startswith("step:")]
+    return (
+        shown.style.format("{:.3f}")
+        .format("{:.0f}", subset=steps, na_rep="never")
+        .format("{:.2f}", subset=["paper acc.", "paper loss"])
+    )
+
+
+def styled_cross_table(table: pd.DataFrame):
+    """A :func:`attnbook.experiments.protocol_runs.crossing_table` formatted for the
+    page."""
+    first = [c for c in table.columns if c.startswith("first")]
+    return table.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")

@@ -17,7 +17,7 @@ both models; :func:`accuracy_gap` compares the two models' test accuracies;
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,7 @@ __all__ = [
     "window_steps",
     "matching_steps",
     "accuracy_gap",
+    "loss_rise",
     "crossing_steps",
     "accuracy_descriptions",
     "spread_descriptions",
@@ -149,6 +150,19 @@ def accuracy_gap(full: Curve, rand: Curve, n_test: int) -> dict[str, float]:
     b = max(rand.metrics["test_accuracy"])
     se = float(np.sqrt((a * (1 - a) + b * (1 - b)) / n_test))
     return {"trained": a, "random": b, "gap": a - b, "se": se}
+
+
+def loss_rise(curves: Sequence[Curve]) -> dict[str, float]:
+    """Over ``curves``: the largest ratio of a curve's last training loss to its lowest
+    (``loss_rise_max``) and how many end in a loss spike, the last at least twice the
+    lowest (``loss_spikes``)."""
+    last_to_lowest = [
+        c.metrics["train_loss"][-1] / min(c.metrics["train_loss"]) for c in curves
+    ]
+    return {
+        "loss_rise_max": max(last_to_lowest),
+        "loss_spikes": sum(r >= 2 for r in last_to_lowest),
+    }
 
 
 def crossing_steps(spreads: pd.DataFrame, score: str) -> dict[str, float]:

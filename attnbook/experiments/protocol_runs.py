@@ -14,7 +14,7 @@ corpora and seeds of the real-data chapter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -35,6 +35,7 @@ from attnbook.experiments.curves import (
 from attnbook.experiments.importance import observed_range
 from attnbook.experiments.paper_protocol import (
     crossing_steps,
+    loss_rise,
     matching_steps,
     window_steps,
 )
@@ -51,8 +52,6 @@ __all__ = [
     "scale_table",
     "spread_runs",
     "crossing_table",
-    "styled_number_table",
-    "styled_cross_table",
     "spans",
     "hold_table",
 ]
@@ -62,13 +61,16 @@ __all__ = [
 class ProtocolRuns:
     """``curves[(corpus, model, dynamics label, seed)]``; ``unit_entries[(corpus,
     dynamics label)]`` the random fixed model from ``N(0, 1)`` entries (first seed);
-    the importance and document frequency of every corpus's tokens."""
+    the importance and document frequency of every corpus's tokens; ``autograd[(corpus,
+    dynamics label)]`` trained ``E`` once per seed with the autograd step (another
+    rounding of the same steps), where asked for."""
 
     curves: dict[tuple[str, str, str, int], Curve]
     unit_entries: dict[tuple[str, str], Curve]
     importance: dict[str, np.ndarray]
     doc_freq: dict[str, np.ndarray]
     seeds: tuple[int, ...]
+    autograd: dict[tuple[str, str], list[Curve]] = field(default_factory=dict)
 
     def at(self, name: str, seed: int | None = None) -> dict[tuple[str, str], Curve]:
         """The curves of one corpus and seed (default: the first), keyed (model,
@@ -93,11 +95,14 @@ def protocol_runs(
     dim: int,
     sigma: float,
     device: torch.device | str | None = None,
+    autograd: tuple[tuple[str, str], ...] = (),
 ) -> ProtocolRuns:
     """Learning curves under Adam for every ``label -> (step size, budget)`` of
     ``runs``, about five evaluations per decade: all three models on the first seed,
     trained and random fixed ``E`` on the others; and, on the first seed, the random
-    fixed model from embeddings with ``N(0, 1)`` entries."""
+    fixed model from embeddings with ``N(0, 1)`` entries. For each ``(corpus, label)``
+    of ``autograd``, trained ``E`` again on every seed, with the autograd step (its
+    training split evaluated only)."""
     out = ProtocolRuns({}, {}, {}, {}, seeds)
     for name, corpus in corpora.items():
         out.importance[name], alpha, out.doc_freq[name] = token_statistics(corpus)
@@ -113,6 +118,18 @@ def protocol_runs(
                     corpus, points, {label: Dynamics.adam(lr)}, steps, models=models
                 )
                 out.curves.update({(name, *key, seed): c for key, c in got.items()})
+                if (name, label) in autograd:
+                    out.autograd.setdefault((name, label), []).append(
+                        train_curve(
+                            points.init,
+                            corpus,
+                            trainable=("E", "p", "v"),
+                            dynamics=Dynamics.adam(lr),
+                            eval_steps=steps,
+                            splits=("train",),
+                            fused=False,
+                        )
+                    )
                 if seed == seeds[0]:
                     E = points.random_E["E"] * np.sqrt(dim)
                     out.unit_entries[(name, label)] = train_curve(
@@ -165,9 +182,10 @@ def accuracy_statistics(
     """What the checks of claim C6a compare over the seeds, from the curves of trained
     and random fixed ``E`` and their :func:`accuracy_gap`: the smallest gap of the best
     test accuracies and the largest standard error, the smallest ratio of the lowest
-    training losses (random over trained), the seeds whose training loss ends at twice
-    its lowest, the best test accuracy and lowest test loss of trained ``E``, and the
-    largest test-accuracy gap at the end of the budget."""
+    training losses (random over trained), the largest ratio of a seed's last training
+    loss to its lowest and the seeds whose training loss ends at twice its lowest, the
+    best test accuracy and lowest test loss of trained ``E``, and the largest
+    test-accuracy gap at the end of the budget."""
     return {
         "gap_min": min(g["gap"] for g in gaps),
         "se_max": max(g["se"] for g in gaps),
@@ -176,10 +194,7 @@ def accuracy_statistics(
             min(r.metrics["train_loss"]) / min(f.metrics["train_loss"])
             for f, r in zip(fulls, rands)
         ),
-        "spikes": sum(
-            f.metrics["train_loss"][-1] >= 2 * min(f.metrics["train_loss"])
-            for f in fulls
-        ),
+        **loss_rise(fulls),
         "best_acc": max(max(f.metrics["test_accuracy"]) for f in fulls),
         "low_loss": min(min(f.metrics["test_loss"]) for f in fulls),
         "end_gap": max(
@@ -205,7 +220,8 @@ def accuracy_quotes(
     )
     train_full = table.loc[(label, full, "train")]
     return {
-        "loss_spikes": stats["spikes"],
+        "loss_rise_max": stats["loss_rise_max"],
+        "loss_spikes": stats["loss_spikes"],
         "trained_best_test_acc": stats["best_acc"],
         "trained_low_test_loss": stats["low_loss"],
         "test_gap": stats["end_gap"],
@@ -365,31 +381,3 @@ def hold_table(
                 f"(it holds at steps {text}), {label}, {names[name]}",
             )
     return pd.DataFrame(rows).T.rename_axis(["data", "dynamics"]), numbers, ends
-
-
-_SHORT = {  # short headers: the table fits the column
-    "paper accuracy": "paper acc.",
-    "accuracy at the end": "acc. (end)",
-    "loss at the end": "loss (end)",
-    "best accuracy": "best acc.",
-    "first step at the paper's accuracy": "step: paper acc.",
-    "first step at the paper's loss": "step: paper loss",
-}
-
-
-def styled_number_table(table: pd.DataFrame):
-    """A :func:`paper_number_table` (or several, concatenated) with short headers,
-    formatted for the page."""
-    shown = table.rename(columns=_SHORT)
-    steps = [c for c in shown.columns if c.startswith("step:")]
-    return (
-        shown.style.format("{:.3f}")
-        .format("{:.0f}", subset=steps, na_rep="never")
-        .format("{:.2f}", subset=["paper acc.", "paper loss"])
-    )
-
-
-def styled_cross_table(table: pd.DataFrame):
-    """A :func:`crossing_table` formatted for the page."""
-    first = [c for c in table.columns if c.startswith("first")]
-    return table.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")

@@ -82,10 +82,14 @@ def test_accuracy_statistics_and_quotes():
     a = pr.accuracy_statistics(fulls, rands, gaps)
     assert a["gap_min"] == pytest.approx(0.97 - 0.75)
     assert a["loss_ratio"] == pytest.approx(0.55 / 0.05)
-    assert a["spikes"] == 2 and a["end_gap"] == pytest.approx(0.15)
+    assert a["loss_spikes"] == 2 and a["end_gap"] == pytest.approx(0.15)
+    assert a["loss_rise_max"] == pytest.approx(
+        0.3 / 0.05
+    )  # last training loss over lowest
     table = paper_number_table(runs.at("imdb"))
     quoted = pr.accuracy_quotes(a, table, "Adam", runs.unit_entries[("imdb", "Adam")])
     assert quoted["trained_train_acc_step"] == 3
+    assert quoted["loss_rise_max"] == a["loss_rise_max"]
     assert quoted["unit_entries_end_test_acc"] == 0.85
     what = accuracy_descriptions("imdb_lr", "Adam", "IMDB", 2)
     assert "over 2 seeds" in what["imdb_lr_test_acc_gap_min_seed"]
@@ -102,7 +106,7 @@ def test_scale_and_spread_tables():
     cross, numbers, late = pr.crossing_table(spreads, NAMES, LABELS)
     assert len(cross) == 2 and "imdb_lr_value_tokens_end" in numbers
     assert set(late) == {"imdb_lr_value", "imdb_lr_cls"}
-    assert pr.styled_cross_table(cross) is not None
+    assert protocol_figures.styled_cross_table(cross) is not None
     what = spread_descriptions("imdb_lr", "Adam", "IMDB")
     assert len(what) == 6 and "step 10" in what["imdb_lr_cls_scale_free_min"]
     fig = protocol_figures.spread_figure(
@@ -146,3 +150,31 @@ def test_curve_figure_draws_the_three_models():
     assert len(fig.axes) == 4
     # two splits per model and a line for each paper number
     assert len(fig.axes[0].get_lines()) == 2 * len(ABLATIONS) + 2
+
+
+def test_protocol_runs_on_a_tiny_corpus_and_the_autograd_rounding():
+    from attnbook.data.corpus import build_review_corpus
+
+    pos = [f"good great fun {w}" for w in ("film", "plot", "cast", "score")] * 3
+    neg = [f"bad awful boring {w}" for w in ("film", "plot", "cast")] * 3
+    test = ["good film", "bad plot", "great cast", "awful score"]
+    corpus = build_review_corpus(
+        pos + neg, [1] * len(pos) + [0] * len(neg), test, [1, 0, 1, 0], min_df=1
+    )
+    runs = pr.protocol_runs(
+        {"toy": corpus},
+        {"Adam": (1e-2, 6)},
+        (0, 1),
+        dim=8,
+        sigma=0.1,
+        autograd=(("toy", "Adam"),),
+    )
+    assert set(runs.at("toy", 1)) == {("full", "Adam"), ("random_E", "Adam")}
+    # the same steps in two roundings: the fused step and the autograd step
+    other = runs.autograd[("toy", "Adam")]
+    assert len(other) == 2
+    for fused, autograd in zip(runs.over_seeds("toy", "full", "Adam"), other):
+        assert fused.steps == autograd.steps
+        np.testing.assert_allclose(
+            fused.metrics["train_loss"], autograd.metrics["train_loss"], rtol=1e-4
+        )
