@@ -1,7 +1,8 @@
 """Shared fixtures: small random problems in float64; the repository root on
 ``sys.path``, where the book's build machinery (the package ``_ext``) lives; the build
-of a mini book."""
+of a mini book; the browser checker of ``scripts/``; a check as a chapter records it."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -25,6 +26,32 @@ SPHINX_CONFIG = (
     "sphinx:\n  extra_extensions:\n    - sphinx_proof\n"
     f"  local_extensions:\n    _ext: {ROOT}\n"
 )
+
+
+def load_check_browser():
+    """``scripts/check_browser.py`` (the browser and PDF checks of the built book),
+    loaded once as the module ``check_browser``."""
+    if "check_browser" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "check_browser", ROOT / "scripts" / "check_browser.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["check_browser"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["check_browser"]
+
+
+def check_record(name: str, **fields) -> dict:
+    """A check as a chapter records it (:mod:`attnbook.book.checks`): by default value 1
+    against the threshold 0.5, passed; ``fields`` set the rest (claim, role, ...)."""
+    return {
+        "name": name,
+        "value": 1.0,
+        "threshold": 0.5,
+        "relation": ">=",
+        "passed": True,
+        **fields,
+    }
 
 
 def build_mini_book(folder: Path) -> subprocess.CompletedProcess:

@@ -10,20 +10,14 @@ install, when Playwright or Chromium is missing.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "check_browser", ROOT / "scripts" / "check_browser.py"
-)
-cb = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("check_browser", cb)
-_spec.loader.exec_module(cb)
+from conftest import ROOT, load_check_browser
+
+cb = load_check_browser()
 
 HTML_DIR = cb.default_html_dir()
 if not HTML_DIR.is_absolute():

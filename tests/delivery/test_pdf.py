@@ -7,11 +7,9 @@ Skipped when there is no built PDF.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import sys
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
@@ -20,13 +18,9 @@ import pytest
 
 from _ext.dashboard import CLAIMS
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "check_browser", ROOT / "scripts" / "check_browser.py"
-)
-cb = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("check_browser", cb)
-_spec.loader.exec_module(cb)
+from conftest import ROOT, load_check_browser
+
+cb = load_check_browser()
 PDF_DIR = Path(os.environ.get("ATTNBOOK_PDF_DIR", ROOT / "_build" / "pdf"))
 HTML_DIR = Path(os.environ.get("ATTNBOOK_HTML_DIR", PDF_DIR.parent / "html"))
 BOOK = PDF_DIR / "attnbook.pdf"

@@ -30,23 +30,23 @@ from _ext.dashboard_audit import dashboard_problems
 from _ext.pages import claims_dashboard
 from _ext.record_files import load_records
 
+from conftest import check_record
+
 _IDS = {c.id for c in CLAIMS}
 
 
 def _chk(
     name, *, claim="C5", passed=True, asserted=True, role="evidence", reading=None
 ):
-    chk = {
-        "name": name,
-        "value": 1.0 if passed else 0.0,
-        "threshold": 0.5,
-        "relation": ">=",
-        "passed": passed,
-        "asserted": asserted,
-        "role": role,
-        "claim": claim,
-        "what": f"statistic {name}",
-    }
+    chk = check_record(
+        name,
+        value=1.0 if passed else 0.0,
+        passed=passed,
+        asserted=asserted,
+        role=role,
+        claim=claim,
+        what=f"statistic {name}",
+    )
     if reading is not None:  # records made before readings existed have none
         chk["reading"] = reading
     return chk

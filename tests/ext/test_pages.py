@@ -22,19 +22,18 @@ from _ext.pages import latex_number, math_text  # noqa: E402
 from attnbook.book import plotting  # noqa: E402
 from attnbook.book.tables import readable_table  # noqa: E402
 
+from conftest import check_record  # noqa: E402
+
 
 def _chk(name, passed=True, asserted=True, role="evidence", claim="C1"):
-    return {
-        "name": name,
-        "value": 1.0,
-        "threshold": 0.5,
-        "relation": ">=",
-        "passed": passed,
-        "asserted": asserted,
-        "role": role,
-        "claim": claim,
-        "chapter": "02_one_step",
-    }
+    return check_record(
+        name,
+        passed=passed,
+        asserted=asserted,
+        role=role,
+        claim=claim,
+        chapter="02_one_step",
+    )
 
 
 @pytest.fixture(autouse=True)

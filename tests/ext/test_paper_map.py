@@ -3,10 +3,8 @@ drawing, and the map of a mini book built for real."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -23,15 +21,15 @@ from _ext.paper_map import (
 )
 from _ext.paper_map_svg import plain, render_svg, to_dot
 
-from conftest import SPHINX_CONFIG, build_mini_book
-
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location(
-    "check_browser", ROOT / "scripts" / "check_browser.py"
+from conftest import (
+    ROOT,
+    SPHINX_CONFIG,
+    build_mini_book,
+    check_record,
+    load_check_browser,
 )
-cb = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("check_browser", cb)
-_spec.loader.exec_module(cb)
+
+cb = load_check_browser()
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK = "{http://www.w3.org/1999/xlink}"
 _CLAIM = {c.id: c for c in CLAIMS}
@@ -46,16 +44,7 @@ def _ref(source: str, target: str, in_proof: bool = False) -> dict:
 
 
 def _chk(name: str, result: str | None, passed: bool = True, **kw) -> dict:
-    return {
-        "name": name,
-        "value": 1.0,
-        "threshold": 0.5,
-        "relation": ">=",
-        "passed": passed,
-        "result": result,
-        "chapter": "ch",
-        **kw,
-    }
+    return check_record(name, passed=passed, result=result, chapter="ch", **kw)
 
 
 def _row(cid: str, *checks: dict) -> ClaimRow:
