@@ -351,6 +351,10 @@ def ablation_descriptions(name: str) -> dict[str, str]:
         what[f"{name}_u_needs_{slug}"] = (
             f"{PICTURE_MATH['cls']}: Adam-trained model minus {words}, {D}"
         )
+    what[f"{name}_u_between_seeds"] = (
+        f"{PICTURE_MATH['cls']}: largest difference between two Adam-trained seeds "
+        f"(the same training: no U to gain), {D}"
+    )
     return what
 
 

@@ -102,6 +102,7 @@ def test_run_quotes_and_descriptions():
         "yelp_one_rho_value_alpha",
         *(f"yelp_{slug}_value_trend" for slug in rp.GD_RUNS.values()),
         *(f"yelp_u_needs_{slug}" for slug in rp.U_CONTROLS.values()),
+        "yelp_u_between_seeds",
     }
     assert rp.styled_run_table(rows) is not None
 
