@@ -1,11 +1,20 @@
 """Reductions over the rows of a count matrix: per-row sums and maxima of stored
-entries, and the shift of every softmax by its row's maximum."""
+entries, the shift of every softmax by its row's maximum, and the product of a CSR
+matrix with a dense block summed row by row in a fixed order."""
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["row_shift", "segment_max", "segment_sum"]
+__all__ = [
+    "csr_rows_times",
+    "row_shift",
+    "segment_max",
+    "segment_sum",
+    "segment_sums",
+]
+
+_COLUMNS_AT_ONCE = 16  # columns of X that csr_rows_times gathers at a time
 
 
 def segment_max(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
@@ -44,3 +53,39 @@ def row_shift(
         raise ValueError("row_shift: rows given without the number of rows n")
     m = segment_max(scores, rows, n)
     return m, torch.exp(scores - m[rows])
+
+
+def segment_sums(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Sums of consecutive segments of ``values`` along its first dimension
+    (``lengths[i]`` entries each; an empty segment sums to 0).
+
+    Each segment is reduced by itself, in an order fixed by its length (sequentially on
+    a CPU, by a fixed tree on CUDA), never by atomic additions: the result is the same
+    bits on every run, whatever other rows hold. No host synchronisation."""
+    return torch.segment_reduce(
+        values, "sum", lengths=lengths, axis=0, unsafe=True, initial=0.0
+    )
+
+
+def csr_rows_times(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    values: torch.Tensor,
+    X: torch.Tensor,
+) -> torch.Tensor:
+    """``A @ X`` for the CSR matrix ``A`` (row pointers ``indptr``, column indices
+    ``indices``, entries ``values``) and a dense ``(m, J)`` ``X``, every row of the
+    result summed over its stored entries in their stored order (:func:`segment_sums`).
+
+    The deterministic product of any device: the transpose product ``A^T Y`` is this
+    function on the CSR arrays of ``A^T``, never a scatter of ``A``'s entries. ``X`` is
+    gathered ``16`` columns at a time (``nnz x 16`` entries of memory)."""
+    lengths = indptr.diff().to(torch.int64)
+    n, J = lengths.numel(), X.shape[1]
+    out = torch.empty(n, J, dtype=X.dtype, device=X.device)
+    for j in range(0, J, _COLUMNS_AT_ONCE):
+        block = X[:, j : j + _COLUMNS_AT_ONCE]
+        out[:, j : j + block.shape[1]] = segment_sums(
+            values[:, None] * block[indices], lengths
+        )
+    return out
