@@ -385,7 +385,7 @@ def stage_chapters(
 
 
 def stage_compare() -> dict | None:
-    from _ext.device_runs import compare_devices
+    from _ext.device_runs import compare_devices, comparison_summary
     from _ext.record_files import load_records
 
     for mode in ("cpu", "gpu"):  # a chapter that failed early left no record
@@ -397,27 +397,7 @@ def stage_compare() -> dict | None:
         log(f"comparison: {err}")
         return None
     out = compare_devices(cpu, gpu)
-    result = {
-        "chapters": sorted(set(cpu) & set(gpu)),
-        "compared": out.compared,
-        "volatile": out.volatile,
-        "largest_relative": out.largest_relative,
-        "largest_at": out.largest_at,
-        "outside": [
-            {
-                "chapter": d.chapter,
-                "name": d.name,
-                "cpu": d.reference,
-                "gpu": d.other,
-                "relative": d.relative,
-                "reason": d.reason,
-                "rtol": d.tolerance.rtol if d.tolerance else None,
-                "atol": d.tolerance.atol if d.tolerance else None,
-                "why": d.tolerance.why if d.tolerance else None,
-            }
-            for d in out.outside
-        ],
-    }
+    result = comparison_summary(out, sorted(set(cpu) & set(gpu)))
     save("comparison.json", result)
     log(
         f"comparison: {out.compared} values in {len(result['chapters'])} chapters, "

@@ -23,6 +23,7 @@ __all__ = [
     "chapter_table",
     "comparison_summary",
     "outside_table",
+    "provenance",
 ]
 
 MEASUREMENTS_FILE = "gpu_measurements.json"
@@ -98,18 +99,37 @@ def comparison_summary(measurements: dict) -> str:
     c = measurements.get("comparison")
     if not c:
         return "The records of the two runs were not compared."
+    chaotic = c.get("chaotic", 0)
     text = (
         f"{c['compared']:,} recorded values of {len(c['chapters'])} chapters compared "
-        f"(and {c['volatile']} timings, which differ by nature); the largest relative "
-        f"difference is {c['largest_relative']:.1e}"
+        f"(and {c['volatile']} timings, which differ by nature"
+        + (
+            f", and {chaotic} values of runs whose outcome turns on rounding, counted "
+            "but not compared"
+            if chaotic
+            else ""
+        )
+        + f"); the largest relative difference is {c['largest_relative']:.1e}"
     )
     if c.get("largest_at"):
         text += f" ({c['largest_at']})"
     n_out = len(c["outside"])
-    return text + (
-        "; every value lies within its tolerance."
-        if n_out == 0
-        else f"; {n_out} lie outside their tolerance (listed below)."
+    missing = sum(1 for d in c["outside"] if _one_run_only(d))
+    if n_out == 0:
+        return text + "; every value lies within its tolerance."
+    text += f"; {n_out} lie outside their tolerance"
+    if missing:
+        text += (
+            f", {missing} of them only because a chapter stopped in one run and "
+            "recorded nothing after that cell"
+        )
+    return text + " (listed below)."
+
+
+def _one_run_only(d: dict) -> bool:
+    """A value or check recorded in one run only (its chapter stopped in the other)."""
+    return d["reason"] == "glued in one run only" or (
+        d["reason"] == "check outcome differs" and None in (d["cpu"], d["gpu"])
     )
 
 
@@ -118,4 +138,25 @@ def outside_table(measurements: dict) -> pd.DataFrame:
     tolerance and why it is what it is (empty when there are none)."""
     c = measurements.get("comparison") or {}
     columns = ["chapter", "name", "cpu", "gpu", "relative", "reason", "rtol", "atol"]
-    return pd.DataFrame(c.get("outside", []), columns=columns)
+    rows = [d for d in c.get("outside", []) if not _one_run_only(d)]
+    stopped: dict[str, int] = {}
+    for d in c.get("outside", []):
+        if _one_run_only(d):
+            stopped[d["chapter"]] = stopped.get(d["chapter"], 0) + 1
+    rows += [
+        {"chapter": ch, "name": f"{k} values and checks", "reason": "one run only"}
+        for ch, k in stopped.items()
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def provenance(measurements: dict) -> str:
+    """Where, when, at which commit and how the measurements were made (empty when
+    the file does not say)."""
+    p = measurements.get("provenance")
+    if not p:
+        return ""
+    return (
+        f"Machine: {p['machine']}. Date: {p['date']}. Commit: {p['commit']}. "
+        f"How: {p['how']} Comparison: {p['comparison']}."
+    )
