@@ -59,9 +59,11 @@ def segment_sums(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Sums of consecutive segments of ``values`` along its first dimension
     (``lengths[i]`` entries each; an empty segment sums to 0).
 
-    Each segment is reduced by itself, in an order fixed by its length (sequentially on
-    a CPU, by a fixed tree on CUDA), never by atomic additions: the result is the same
-    bits on every run, whatever other rows hold. No host synchronisation."""
+    Each segment is reduced by itself, never by atomic additions: term by term in the
+    stored order on a CPU, and on CUDA too for a 2-D ``values`` (one thread per segment
+    and column); a 1-D ``values`` on CUDA by CUB's segmented reduction, a tree fixed by
+    the segment's length. The result is the same bits on every run, whatever the other
+    segments hold. No host synchronisation."""
     return torch.segment_reduce(
         values, "sum", lengths=lengths, axis=0, unsafe=True, initial=0.0
     )
@@ -75,7 +77,8 @@ def csr_rows_times(
 ) -> torch.Tensor:
     """``A @ X`` for the CSR matrix ``A`` (row pointers ``indptr``, column indices
     ``indices``, entries ``values``) and a dense ``(m, J)`` ``X``, every row of the
-    result summed over its stored entries in their stored order (:func:`segment_sums`).
+    result summed over its stored entries term by term in their stored order, on a CPU
+    and on CUDA alike (:func:`segment_sums` of a 2-D block).
 
     The deterministic product of any device: the transpose product ``A^T Y`` is this
     function on the CSR arrays of ``A^T``, never a scatter of ``A``'s entries. ``X`` is
