@@ -17,10 +17,11 @@ sparse product, which adds in an order that changes from run to run; the other p
 are matrix products (cuBLAS, deterministic). On CPU they run as C compiled on first use
 with the machine's C compiler (``cc``, or ``$CC``), multithreaded with OpenMP, and
 cached under ``$ATTNBOOK_CACHE_DIR`` (default ``~/.cache/attnbook``, or a private folder
-in the temporary directory when that one cannot be used). When a build fails, one with fewer compiler flags is tried (without
-``-march=native``, then without OpenMP). Everywhere else (CUDA, no compiler,
-``ATTNBOOK_NATIVE=0``) the same results come from torch operations. :func:`backend` says
-which one runs; tests compare both with the dense reference.
+in the temporary directory when that one cannot be used). When a build fails, one with
+fewer compiler flags is tried (without ``-march=native``, then without OpenMP).
+Everywhere else (CUDA, no compiler, ``ATTNBOOK_NATIVE=0``) the same results come from
+torch operations. :func:`backend` says which one runs; tests compare both with the
+dense reference.
 
 Each public pass checks its arguments before any kernel runs (tensor types,
 float32/float64 dtypes that agree, one device, shapes that fit together, the sparse
