@@ -109,10 +109,10 @@ TOLERANCES: tuple[Tolerance, ...] = (
         0.0,
         5e-3,
         "an accuracy counts documents: those whose output lies within rounding of "
-        "the decision boundary may change sides, more of them for a model near "
-        "chance; the book reads test accuracies to within binomial standard "
-        "errors (0.003 for 25,000 reviews, more for fewer), so 5e-3 changes none "
-        "of its statements",
+        "the decision boundary may change sides, many of them for a model near "
+        "chance (an accuracy of 0.51 moved by 68 of 25,000 reviews); 5e-3 is about "
+        "1.5 binomial standard errors of an accuracy on 25,000 reviews (0.003), "
+        "below the three standard errors the book's checks on accuracies keep",
     ),
     # -- differences of small numbers: absolute
     Tolerance(
