@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from attnbook.engine.counts import TokenCounts, pad_arrays, token_counts_over
-from attnbook.engine.segments import csr_rows_times, row_shift
+from attnbook.engine.segments import csr_rows_times, entry_dots, row_shift
 from attnbook.models.parameters import init_parameters, one_layer_layout
 from attnbook.validation import (
     check_finite,
@@ -120,17 +120,6 @@ def _csr(
         return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
-def _entry_dots(
-    Z: torch.Tensor, E: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor
-) -> torch.Tensor:
-    """``(nnz,)`` ``Z[rows[k]] . E[tokens[k]]`` for every stored entry ``k``: each a sum
-    of its own, in a fixed order (gathered 16 columns at a time)."""
-    out = torch.zeros(rows.numel(), dtype=E.dtype, device=E.device)
-    for j in range(0, E.shape[1], 16):
-        out += (Z[rows, j : j + 16] * E[tokens, j : j + 16]).sum(dim=1)
-    return out
-
-
 class _WeightedRowSum(torch.autograd.Function):
     """``z_i = sum_k w_k E[tok_k]`` over the stored entries ``k`` of row ``i``: ``z = S
     E``.
@@ -160,7 +149,7 @@ class _WeightedRowSum(torch.autograd.Function):
         c = index.counts
         grad_w = grad_E = None
         if ctx.needs_input_grad[0] and E.device.type != "cpu":
-            grad_w = _entry_dots(grad_z, E, index.rows, c.token_ids)
+            grad_w = entry_dots(grad_z, E, index.rows, c.token_ids)
         elif ctx.needs_input_grad[0]:
             pattern = _csr(
                 c.indptr, c.token_ids, torch.zeros_like(w), (c.n_sequences, E.shape[0])
