@@ -18,7 +18,9 @@ Run from the repository root on a machine with a CUDA GPU. In order, it
    ``records/gpu``) and its time (``chapters.json``; logs in ``logs/``);
 5. compares the two sets of records value by value within each value's tolerance
    (:mod:`_ext.device_runs`; ``comparison.json``);
-6. writes ``gpu_measurements.json``: what the Performance page shows.
+6. runs the chapters of ``--twice`` a second time on the GPU, alone, and compares the
+   two GPU runs for identical bits (``twice.json``, records in ``records/gpu_again``);
+7. writes ``gpu_measurements.json``: what the Performance page shows.
 
 Work done is kept in ``_build/gpu_check`` and skipped when the script runs again, so a
 machine that allows ten minutes a command finishes the whole in a few calls: the script
@@ -228,6 +230,7 @@ def stage_tests(timeout: float) -> dict:
         "no:cacheprovider",
         "-rs",
         "tests/engine/test_gpu.py",
+        "tests/engine/test_determinism.py",
         "tests/ext/test_device_runs.py",
     ]
     env = base_env("gpu")
@@ -323,12 +326,17 @@ sys.exit(1 if errors else 0)
 """
 
 
-def start_chapter_run(mode: str, chapter: str) -> subprocess.Popen:
+def start_chapter_run(
+    mode: str, chapter: str, records: str | None = None
+) -> subprocess.Popen:
+    """Run ``chapter`` on ``mode``'s device, its records into ``records/<records>``
+    (default: ``records/<mode>``)."""
+    records = records or mode
     env = base_env(mode)
-    env["ATTNBOOK_RECORD_DIR"] = str(STATE / "records" / mode)
-    env["ATTNBOOK_RUN_ID"] = f"gpu_check-{mode}"
+    env["ATTNBOOK_RECORD_DIR"] = str(STATE / "records" / records)
+    env["ATTNBOOK_RUN_ID"] = f"gpu_check-{records}"
     (STATE / "logs").mkdir(parents=True, exist_ok=True)
-    out = open(STATE / "logs" / f"{chapter}.{mode}.log", "w")
+    out = open(STATE / "logs" / f"{chapter}.{records}.log", "w")
     nb = ROOT / "chapters" / f"{chapter}.ipynb"
     cmd = pinned(mode, [sys.executable, "-c", RUNNER, str(nb)])
     # cwd: the notebook's folder, as Jupyter runs it
@@ -385,7 +393,7 @@ def stage_chapters(
 
 
 def stage_compare() -> dict | None:
-    from _ext.device_runs import compare_devices
+    from _ext.device_runs import compare_devices, comparison_summary
     from _ext.record_files import load_records
 
     for mode in ("cpu", "gpu"):  # a chapter that failed early left no record
@@ -397,27 +405,7 @@ def stage_compare() -> dict | None:
         log(f"comparison: {err}")
         return None
     out = compare_devices(cpu, gpu)
-    result = {
-        "chapters": sorted(set(cpu) & set(gpu)),
-        "compared": out.compared,
-        "volatile": out.volatile,
-        "largest_relative": out.largest_relative,
-        "largest_at": out.largest_at,
-        "outside": [
-            {
-                "chapter": d.chapter,
-                "name": d.name,
-                "cpu": d.reference,
-                "gpu": d.other,
-                "relative": d.relative,
-                "reason": d.reason,
-                "rtol": d.tolerance.rtol if d.tolerance else None,
-                "atol": d.tolerance.atol if d.tolerance else None,
-                "why": d.tolerance.why if d.tolerance else None,
-            }
-            for d in out.outside
-        ],
-    }
+    result = comparison_summary(out, sorted(set(cpu) & set(gpu)))
     save("comparison.json", result)
     log(
         f"comparison: {out.compared} values in {len(result['chapters'])} chapters, "
@@ -430,6 +418,53 @@ def stage_compare() -> dict | None:
             f"{d['gpu']!r} ({d['reason']})"
         )
     return result
+
+
+SAME_BITS = "the same chapter on the same device twice: the same bits"
+
+
+def stage_twice(deadline: float, chapters: list[str]) -> dict:
+    """Run each of ``chapters`` a second time on the GPU (after its first GPU run),
+    alone, and compare the two runs' records for identical bits: every glued value
+    and check (timings only counted). ``twice.json``: per chapter its seconds, exit
+    status, the number of values compared and those that differ."""
+    from _ext.device_runs import Tolerance, compare_devices
+    from _ext.record_files import load_records
+
+    done = load("twice.json", {})
+    first = load("chapters.json", {"cpu": {}, "gpu": {}})["gpu"]
+    for chapter in chapters:
+        if chapter in done or first.get(chapter, {}).get("rc") != 0:
+            continue
+        if time.time() + expected_seconds("gpu", chapter) > deadline:
+            break  # next call
+        t0 = time.time()
+        proc = start_chapter_run("gpu", chapter, records="gpu_again")
+        try:
+            rc = proc.wait(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            log(f"{chapter} on gpu, again: stopped at the budget, redone next call")
+            break
+        entry = {"seconds": round(time.time() - t0, 1), "rc": rc}
+        if rc == 0:
+            a = load_records(STATE / "records" / "gpu")[chapter]
+            b = load_records(STATE / "records" / "gpu_again")[chapter]
+            rules = (Tolerance("*:*", 0.0, 0.0, SAME_BITS),)
+            out = compare_devices({chapter: a}, {chapter: b}, rules)
+            entry["compared"] = out.compared
+            entry["differ"] = [
+                f"{d.name}: {d.reference!r} / {d.other!r}" for d in out.outside
+            ]
+        done[chapter] = entry
+        save("twice.json", done)
+        log(
+            f"{chapter} on gpu, again: {entry['seconds']} s (exit {rc}); "
+            f"{len(entry.get('differ', []))} of {entry.get('compared', 0)} values "
+            "differ"
+        )
+    return done
 
 
 def summary(env: dict) -> dict:
@@ -485,6 +520,7 @@ def summary(env: dict) -> dict:
             if (STATE / f"bench_{m}_error.json").exists()
         },
         "comparison": load("comparison.json", None),
+        "twice": load("twice.json", None),
         "tests": load("tests.json", None),
     }
     save("gpu_measurements.json", out)
@@ -497,6 +533,11 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT") or str(STATE / "out"))
     ap.add_argument("--chapters", default=",".join(CHAPTERS))
     ap.add_argument("--skip-cpu-bench", action="store_true")
+    ap.add_argument(
+        "--twice",
+        default="02_one_step,04_real_data",
+        help="chapters run a second time on the GPU, compared bit for bit",
+    )
     args = ap.parse_args()
     deadline = time.time() + args.budget
     STATE.mkdir(parents=True, exist_ok=True)
@@ -535,6 +576,8 @@ def main() -> int:
     first.join()
     finish_bench("cpu", cpu_bench, deadline)
     stage_compare()
+    twice = [c for c in args.twice.split(",") if c]
+    stage_twice(deadline, twice)
     result = summary(env)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -559,10 +602,16 @@ def main() -> int:
         if result[f"bench_{m}"] is None
         and not (STATE / f"bench_{m}_error.json").exists()
     ]
-    if todo or missing_bench:
+    twice_left = [
+        c
+        for c in twice
+        if c not in (result["twice"] or {})
+        and any(r["chapter"] == c and r["gpu_rc"] == 0 for r in result["chapters"])
+    ]
+    if todo or missing_bench or twice_left:
         log(
-            f"NOT DONE: chapters left {todo}, benchmarks left {missing_bench}; run the "
-            "same command again"
+            f"NOT DONE: chapters left {todo}, benchmarks left {missing_bench}, second "
+            f"GPU runs left {twice_left}; run the same command again"
         )
         return 3
     failed = [

@@ -23,6 +23,7 @@ __all__ = [
     "chapter_table",
     "comparison_summary",
     "outside_table",
+    "provenance",
 ]
 
 MEASUREMENTS_FILE = "gpu_measurements.json"
@@ -43,13 +44,17 @@ def load_gpu_measurements(
     return None
 
 
-def _bench_column(bench: dict, form: str) -> dict[str, float | None]:
-    """One column of :func:`engine_table` from a benchmark's numbers."""
-    t_grad, t_step = bench["t_grad"], bench["t_step"]
-    if form == "graph":
-        t_grad, t_step = bench["gpu"]["graph_s"], bench["gpu"]["graph_step_s"]
+def _bench_column(bench: dict, graph: dict | None = None) -> dict[str, float | None]:
+    """One column of :func:`engine_table` from a benchmark's numbers: its eager
+    gradient, or with ``graph`` (the GPU form's timings) the gradient replayed from a
+    CUDA graph, and then that form's eager gradient beside it."""
+    t_grad, t_step, eager = bench["t_grad"], bench["t_step"], None
+    if graph is not None:
+        t_grad, t_step = graph["graph_s"], graph["graph_step_s"]
+        eager = graph.get("eager_s")
     return {
         "full-batch gradient (ms)": 1e3 * t_grad,
+        "the same form without the graph (ms)": None if eager is None else 1e3 * eager,
         "training step with Adam (ms)": 1e3 * t_step,
         "copy bandwidth (GB/s)": bench["bandwidth"] / 1e9,
         "bandwidth bound of a gradient (ms)": 1e3 * bench["t_bound"],
@@ -60,19 +65,22 @@ def _bench_column(bench: dict, form: str) -> dict[str, float | None]:
 
 def engine_table(measurements: dict) -> pd.DataFrame:
     """The benchmark (full IMDB training split, ``d = 2048``, float32) on two CPU cores
-    and on the GPU, before and after, one column each, the devices named."""
+    and on the GPU, before and after, one column each, the devices named: on the GPU
+    the CPU engine's form, then the GPU form in a CUDA graph with each way of running
+    its dense passes that was timed (the library's, Triton's)."""
     columns = {}
     cpu, gpu = measurements.get("bench_cpu"), measurements.get("bench_gpu")
     if cpu:
-        columns[f"CPU, 2 cores ({cpu['device_name']})"] = _bench_column(cpu, "eager")
+        columns[f"CPU, 2 cores ({cpu['device_name']})"] = _bench_column(cpu)
     if gpu:
         name = gpu["device_name"]
-        columns[f"GPU, CPU engine's form ({name})"] = _bench_column(gpu, "eager")
-        if gpu.get("gpu"):
-            how = f"dense passes by {gpu['gpu'].get('dense', 'library')}"
-            columns[f"GPU, GPU form in a CUDA graph, {how} ({name})"] = _bench_column(
-                gpu, "graph"
-            )
+        columns[f"GPU, CPU engine's form ({name})"] = _bench_column(gpu)
+        form = gpu.get("gpu")
+        if form:
+            variants = form.get("variants") or {form.get("dense", "library"): form}
+            for dense, timings in variants.items():
+                title = f"GPU, GPU form in a CUDA graph, dense passes by {dense}"
+                columns[f"{title} ({name})"] = _bench_column(gpu, timings)
     return pd.DataFrame(columns)
 
 
@@ -98,18 +106,37 @@ def comparison_summary(measurements: dict) -> str:
     c = measurements.get("comparison")
     if not c:
         return "The records of the two runs were not compared."
+    chaotic = c.get("chaotic", 0)
     text = (
         f"{c['compared']:,} recorded values of {len(c['chapters'])} chapters compared "
-        f"(and {c['volatile']} timings, which differ by nature); the largest relative "
-        f"difference is {c['largest_relative']:.1e}"
+        f"(and {c['volatile']} timings, which differ by nature"
+        + (
+            f", and {chaotic} values of runs whose outcome turns on rounding, counted "
+            "but not compared"
+            if chaotic
+            else ""
+        )
+        + f"); the largest relative difference is {c['largest_relative']:.1e}"
     )
     if c.get("largest_at"):
         text += f" ({c['largest_at']})"
     n_out = len(c["outside"])
-    return text + (
-        "; every value lies within its tolerance."
-        if n_out == 0
-        else f"; {n_out} lie outside their tolerance (listed below)."
+    missing = sum(1 for d in c["outside"] if _one_run_only(d))
+    if n_out == 0:
+        return text + "; every value lies within its tolerance."
+    text += f"; {n_out} lie outside their tolerance"
+    if missing:
+        text += (
+            f", {missing} of them only because a chapter stopped in one run and "
+            "recorded nothing after that cell"
+        )
+    return text + " (listed below)."
+
+
+def _one_run_only(d: dict) -> bool:
+    """A value or check recorded in one run only (its chapter stopped in the other)."""
+    return d["reason"] == "glued in one run only" or (
+        d["reason"] == "check outcome differs" and None in (d["cpu"], d["gpu"])
     )
 
 
@@ -118,4 +145,25 @@ def outside_table(measurements: dict) -> pd.DataFrame:
     tolerance and why it is what it is (empty when there are none)."""
     c = measurements.get("comparison") or {}
     columns = ["chapter", "name", "cpu", "gpu", "relative", "reason", "rtol", "atol"]
-    return pd.DataFrame(c.get("outside", []), columns=columns)
+    rows = [d for d in c.get("outside", []) if not _one_run_only(d)]
+    stopped: dict[str, int] = {}
+    for d in c.get("outside", []):
+        if _one_run_only(d):
+            stopped[d["chapter"]] = stopped.get(d["chapter"], 0) + 1
+    rows += [
+        {"chapter": ch, "name": f"{k} values and checks", "reason": "one run only"}
+        for ch, k in stopped.items()
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def provenance(measurements: dict) -> str:
+    """Where, when, at which commit and how the measurements were made (empty when
+    the file does not say)."""
+    p = measurements.get("provenance")
+    if not p:
+        return ""
+    return (
+        f"Machine: {p['machine']}. Date: {p['date']}. Commit: {p['commit']}. "
+        f"How: {p['how']} Comparison: {p['comparison']}."
+    )

@@ -11,13 +11,17 @@ the transpose, backward):
 - :func:`csr_times` -- a sparse CSR matrix times a thin dense ``(m, J)`` block: one read
   of the counts.
 
-On CPU they run as C compiled on first use with the machine's C compiler (``cc``, or
-``$CC``), multithreaded with OpenMP, and cached under ``$ATTNBOOK_CACHE_DIR`` (default
-``~/.cache/attnbook``, or a private folder in the temporary directory when that one
-cannot be used). When a build fails, one with fewer compiler flags is tried (without
-``-march=native``, then without OpenMP). Everywhere else (CUDA, no compiler,
-``ATTNBOOK_NATIVE=0``) the same results come from torch operations. :func:`backend` says
-which one runs; tests compare both with the dense reference.
+On CUDA (any device but the CPU) :func:`csr_times` sums every row of the product in a
+fixed order (:func:`attnbook.engine.segments.csr_rows_times`), never by the vendor's
+sparse product, which adds in an order that changes from run to run; the other passes
+are matrix products (cuBLAS, deterministic). On CPU they run as C compiled on first use
+with the machine's C compiler (``cc``, or ``$CC``), multithreaded with OpenMP, and
+cached under ``$ATTNBOOK_CACHE_DIR`` (default ``~/.cache/attnbook``, or a private folder
+in the temporary directory when that one cannot be used). When a build fails, one with
+fewer compiler flags is tried (without ``-march=native``, then without OpenMP).
+Everywhere else (CUDA, no compiler, ``ATTNBOOK_NATIVE=0``) the same results come from
+torch operations. :func:`backend` says which one runs; tests compare both with the
+dense reference.
 
 Each public pass checks its arguments before any kernel runs (tensor types,
 float32/float64 dtypes that agree, one device, shapes that fit together, the sparse
@@ -49,6 +53,7 @@ from attnbook.engine.pass_checks import (
     same_kind,
     shape_error,
 )
+from attnbook.engine.segments import csr_rows_times
 
 __all__ = [
     "backend",
@@ -190,6 +195,8 @@ def csr_times_unchecked(
     """:func:`csr_times` without the checks (``parts``: A's index and value arrays, if
     known)."""
     indptr, indices, values = parts or (A.crow_indices(), A.col_indices(), A.values())
+    if X.device.type != "cpu":  # the library's sparse product sums in no fixed order
+        return csr_rows_times(indptr, indices, values, X)
     if not (
         X.shape[1] <= MAX_COLUMNS
         and indptr.dtype == indices.dtype == torch.int32

@@ -1,11 +1,21 @@
 """Reductions over the rows of a count matrix: per-row sums and maxima of stored
-entries, and the shift of every softmax by its row's maximum."""
+entries, the shift of every softmax by its row's maximum, and the product of a CSR
+matrix with a dense block summed row by row in a fixed order."""
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["row_shift", "segment_max", "segment_sum"]
+__all__ = [
+    "csr_rows_times",
+    "entry_dots",
+    "row_shift",
+    "segment_max",
+    "segment_sum",
+    "segment_sums",
+]
+
+_COLUMNS_AT_ONCE = 16  # columns of X that csr_rows_times gathers at a time
 
 
 def segment_max(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
@@ -44,3 +54,55 @@ def row_shift(
         raise ValueError("row_shift: rows given without the number of rows n")
     m = segment_max(scores, rows, n)
     return m, torch.exp(scores - m[rows])
+
+
+def segment_sums(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Sums of consecutive segments of ``values`` along its first dimension
+    (``lengths[i]`` entries each; an empty segment sums to 0).
+
+    Each segment is reduced by itself, never by atomic additions: term by term in the
+    stored order on a CPU, and on CUDA too for a 2-D ``values`` (one thread per segment
+    and column); a 1-D ``values`` on CUDA by CUB's segmented reduction, a tree fixed by
+    the segment's length. The result is the same bits on every run, whatever the other
+    segments hold. No host synchronisation."""
+    return torch.segment_reduce(
+        values, "sum", lengths=lengths, axis=0, unsafe=True, initial=0.0
+    )
+
+
+def csr_rows_times(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    values: torch.Tensor,
+    X: torch.Tensor,
+) -> torch.Tensor:
+    """``A @ X`` for the CSR matrix ``A`` (row pointers ``indptr``, column indices
+    ``indices``, entries ``values``) and a dense ``(m, J)`` ``X``, every row of the
+    result summed over its stored entries term by term in their stored order, on a CPU
+    and on CUDA alike (:func:`segment_sums` of a 2-D block).
+
+    The deterministic product of any device: the transpose product ``A^T Y`` is this
+    function on the CSR arrays of ``A^T``, never a scatter of ``A``'s entries. ``X`` is
+    gathered ``16`` columns at a time (``nnz x 16`` entries of memory)."""
+    lengths = indptr.diff().to(torch.int64)
+    n, J = lengths.numel(), X.shape[1]
+    out = torch.empty(n, J, dtype=X.dtype, device=X.device)
+    for j in range(0, J, _COLUMNS_AT_ONCE):
+        block = X[:, j : j + _COLUMNS_AT_ONCE]
+        out[:, j : j + block.shape[1]] = segment_sums(
+            values[:, None] * block[indices], lengths
+        )
+    return out
+
+
+def entry_dots(
+    Z: torch.Tensor, E: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor
+) -> torch.Tensor:
+    """``(nnz,)`` ``Z[rows[k]] . E[cols[k]]`` for every stored entry ``k`` of a sparse
+    pattern (the product ``Z E^T`` sampled there): each entry a dot product of its own,
+    added ``16`` columns at a time in a fixed order, never by atomic additions."""
+    out = torch.zeros(rows.numel(), dtype=E.dtype, device=E.device)
+    for j in range(0, E.shape[1], _COLUMNS_AT_ONCE):
+        cut = slice(j, j + _COLUMNS_AT_ONCE)
+        out += (Z[rows, cut] * E[cols, cut]).sum(dim=1)
+    return out

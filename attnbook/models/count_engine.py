@@ -239,5 +239,20 @@ def count_heads_output_unchecked(
     E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
 ) -> torch.Tensor:
     """:func:`count_heads_output` of arguments already checked (``counts`` on ``E``'s
-    device): for the entry points that have checked them."""
+    device): for the entry points that have checked them.
+
+    On CUDA this is the engine's GPU form
+    (:func:`attnbook.engine.gpu.attention.gpu_count_heads_output`: every sum in a fixed
+    order, no wait for the host), unless ``ATTNBOOK_GPU_ENGINE=0`` asks for the form
+    written for the CPU. The GPU form does not look for NaN or infinity in its scores:
+    they reach the outputs and the loss, which
+    :func:`attnbook.models.training.training_step` refuses."""
+    if E.device.type == "cuda":  # the GPU package is imported only where it runs
+        from attnbook.engine.gpu.attention import (
+            gpu_count_heads_output,
+            use_gpu_engine,
+        )
+
+        if use_gpu_engine(E):
+            return gpu_count_heads_output(E, p, W, counts)
     return _CountAttention.apply(E, p, W, counts)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from attnbook.engine.counts import TokenCounts, pad_arrays, token_counts_over
-from attnbook.engine.segments import row_shift
+from attnbook.engine.segments import csr_rows_times, entry_dots, row_shift
 from attnbook.models.parameters import init_parameters, one_layer_layout
 from attnbook.validation import (
     check_finite,
@@ -127,15 +127,19 @@ class _WeightedRowSum(torch.autograd.Function):
     Autograd through a sparse product forms the dense ``(n, V)`` matrix ``grad_z E^T``
     to get the gradient of the sparse entries; here it is sampled only at the stored
     entries (``torch.sparse.sampled_addmm``), and ``grad_E = S^T grad_z`` uses the
-    prepared transpose.
+    prepared transpose. Off the CPU both products sum every row in a fixed order
+    (:func:`attnbook.engine.segments.csr_rows_times`) and the sampled entries are dot
+    products of their own: the same bits on every run.
     """
 
     @staticmethod
     def forward(ctx, w, E, index):  # type: ignore[override]
         c = index.counts
-        S = _csr(c.indptr, c.token_ids, w, (c.n_sequences, E.shape[0]))
         ctx.save_for_backward(w, E)
         ctx.index = index
+        if E.device.type != "cpu":  # every row summed in a fixed order
+            return csr_rows_times(c.indptr, c.token_ids, w, E)
+        S = _csr(c.indptr, c.token_ids, w, (c.n_sequences, E.shape[0]))
         return S @ E
 
     @staticmethod
@@ -144,7 +148,9 @@ class _WeightedRowSum(torch.autograd.Function):
         index = ctx.index
         c = index.counts
         grad_w = grad_E = None
-        if ctx.needs_input_grad[0]:
+        if ctx.needs_input_grad[0] and E.device.type != "cpu":
+            grad_w = entry_dots(grad_z, E, index.rows, c.token_ids)
+        elif ctx.needs_input_grad[0]:
             pattern = _csr(
                 c.indptr, c.token_ids, torch.zeros_like(w), (c.n_sequences, E.shape[0])
             )
@@ -153,7 +159,9 @@ class _WeightedRowSum(torch.autograd.Function):
                 grad_w = torch.sparse.sampled_addmm(
                     pattern, grad_z.contiguous(), E.T.contiguous(), beta=0.0
                 ).values()
-        if ctx.needs_input_grad[1]:
+        if ctx.needs_input_grad[1] and E.device.type != "cpu":
+            grad_E = csr_rows_times(index.t_crow, index.t_col, w[index.perm], grad_z)
+        elif ctx.needs_input_grad[1]:
             St = _csr(
                 index.t_crow, index.t_col, w[index.perm], (E.shape[0], c.n_sequences)
             )

@@ -74,6 +74,43 @@ def test_tables_from_measurements(tmp_path):
     text = gpu_report.comparison_summary(m)
     assert "1,200 recorded values" in text and "within its tolerance" in text
     assert gpu_report.outside_table(m).empty
+    assert gpu_report.provenance(m) == ""
+
+
+def test_both_dense_passes_and_a_stopped_chapter():
+    variant = {"graph_s": 2e-4, "graph_step_s": 3e-4, "eager_s": 2e-3}
+    gpu = dict(_bench("Some GPU", 0.002), gpu={"variants": {"library": variant}})
+    gpu["gpu"]["variants"]["triton"] = dict(variant, graph_s=1e-4)
+    outside = [
+        {"chapter": "04", "name": "x", "cpu": 1.0, "gpu": 2.0, "reason": r}
+        for r in ("outside tolerance", "glued in one run only")
+    ] + [{"chapter": "04", "name": "check c", "cpu": True, "gpu": None}]
+    outside[-1]["reason"] = "check outcome differs"
+    m = dict(
+        MEASURED,
+        bench_gpu=gpu,
+        comparison=dict(MEASURED["comparison"], outside=outside, chaotic=7),
+        provenance={
+            "machine": "M",
+            "date": "D",
+            "commit": "C",
+            "how": "H.",
+            "comparison": "R",
+        },
+    )
+    engine = gpu_report.engine_table(m)
+    assert engine.loc["full-batch gradient (ms)"].tolist()[2:] == pytest.approx(
+        [0.2, 0.1]
+    )
+    assert engine.loc["the same form without the graph (ms)"].tolist()[3] == 2.0
+    text = gpu_report.comparison_summary(m)
+    assert "7 values of runs whose outcome turns on rounding" in text
+    assert (
+        "3 lie outside" in text and "2 of them only because a chapter stopped" in text
+    )
+    table = gpu_report.outside_table(m)
+    assert table["name"].tolist() == ["x", "2 values and checks"]
+    assert "Commit: C." in gpu_report.provenance(m)
 
 
 def test_a_file_of_something_else_is_refused(tmp_path):

@@ -43,6 +43,7 @@ from attnbook.engine.counts import TokenCounts
 from attnbook.engine.gpu import triton_passes
 from attnbook.engine.memory import gradient_buffer
 from attnbook.engine.segments import row_shift
+from attnbook.engine.segments import segment_sums as _segment_sum
 
 __all__ = [
     "CountLayout",
@@ -154,14 +155,6 @@ def count_layout(counts: TokenCounts, dtype: torch.dtype) -> CountLayout:
         _LAYOUTS[key] = _build_layout(counts, dtype)
         weakref.finalize(counts, _LAYOUTS.pop, key, None)
     return _LAYOUTS[key]
-
-
-def _segment_sum(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Sums of consecutive segments of ``values`` (``lengths`` entries each; an empty
-    segment sums to 0), in a fixed order, without a host synchronisation."""
-    return torch.segment_reduce(
-        values, "sum", lengths=lengths, unsafe=True, initial=0.0
-    )
 
 
 #: Why the fused kernels failed in this process (empty while they work); once they have
