@@ -44,7 +44,6 @@ __all__ = [
     "governing_quantity",
     "value_at",
     "ratio_constants",
-    "constant_gap",
 ]
 
 #: The outcome of a run, from the attention on the important tokens at the end
@@ -420,14 +419,3 @@ def ratio_constants(brackets, threshold: float):
     out["c_r"] = r * (1.0 - brackets["boundary"].to_numpy(dtype=float) / threshold)
     out["c_half_width"] = r * brackets["half_width"].to_numpy(dtype=float) / threshold
     return out
-
-
-def constant_gap(constants) -> float:
-    """How far the intervals ``c_r +- c_half_width`` of :func:`ratio_constants` are from
-    sharing a point: ``max(c_r - half) - min(c_r + half)``; at most zero when one
-    constant puts the boundary inside every bracket, positive when none does."""
-    if len(constants) < 2:
-        raise ValueError("need the constants of at least two ratios")
-    lo = constants["c_r"] - constants["c_half_width"]
-    hi = constants["c_r"] + constants["c_half_width"]
-    return float(lo.max() - hi.min())

@@ -14,7 +14,6 @@ from attnbook.theory.selection_map import (
     OUTCOMES,
     boundary_brackets,
     classify_outcome,
-    constant_gap,
     decided_outcome,
     fit_ratio_constant,
     governing_quantity,
@@ -294,7 +293,7 @@ def test_value_map_and_boundary():
         value_at(1.0, 0.0, 4.0, c)
 
 
-def test_ratio_constants_and_their_gap():
+def test_ratio_constants():
     brackets = pd.DataFrame(
         {"boundary": [3.0, 3.5], "half_width": [0.1, 0.2]},
         index=pd.Index([2.0, 4.0], name="ratio_scale"),
@@ -303,11 +302,6 @@ def test_ratio_constants_and_their_gap():
     # c_r = r (1 - boundary / B_c): 2 (1 - 3/4) = 0.5 and 4 (1 - 3.5/4) = 0.5
     assert constants["c_r"].to_numpy() == pytest.approx([0.5, 0.5])
     assert constants["c_half_width"].to_numpy() == pytest.approx([0.05, 0.2])
-    assert constant_gap(constants) == pytest.approx(-0.1)  # one c fits both
-    brackets.loc[4.0, "boundary"] = 3.9  # c_4 = 0.1 +- 0.2: apart from 0.5 +- 0.05
-    assert constant_gap(ratio_constants(brackets, 4.0)) == pytest.approx(0.15)
-    with pytest.raises(ValueError, match="two ratios"):
-        constant_gap(constants.iloc[:1])
     with pytest.raises(ValueError, match="threshold"):
         ratio_constants(brackets, 0.0)
 
