@@ -123,6 +123,7 @@ def path_planes(paths: Sequence, solutions: Sequence):
 _STYLE = {
     "selects": dict(marker="o", color=PALETTE["positive"]),
     "collapses": dict(marker="X", color=PALETTE["negative"]),
+    "loses part": dict(marker="D", color=PALETTE["theory"]),
     "undecided": dict(marker="s", color=PALETTE["neutral"]),
 }
 
@@ -178,7 +179,7 @@ def regime_map(
     ax.set_yticks(ratios, labels=[f"{r:g}" for r in ratios])
     ax.yaxis.set_minor_formatter(plt.NullFormatter())
     ax = axes[1]
-    level = {"collapses": 0.0, "undecided": 0.5, "selects": 1.0}
+    level = {"collapses": 0.0, "loses part": 0.35, "undecided": 0.5, "selects": 1.0}
     height = np.array([level[o] for o in shown["outcome"]])
     height += (shown["seed"].to_numpy() - seed0 - 1) * 0.06
     height += np.where(shown["main"], 0.0, 0.2)  # slices above the main grid

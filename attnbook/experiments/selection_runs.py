@@ -37,6 +37,7 @@ __all__ = [
     "partial_row",
     "reduction_row",
     "outcome_table",
+    "not_monotone",
     "map_counts",
 ]
 
@@ -216,6 +217,34 @@ def outcome_table(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return marks.agg("".join).unstack(columns).fillna("")
 
 
+def not_monotone(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """The rows of ``runs`` (columns ``by``, ``value`` and ``outcome``) whose group
+    along ``by`` is not monotone in the value: some run that does not select lies
+    above a run that selects (undecided runs left out). One row per such group: its
+    keys, the outcomes' letters in the order of the value and the values where a run
+    fails to select above a selecting one."""
+    rows = []
+    decided = runs[runs["outcome"] != "undecided"]
+    for keys, part in decided.sort_values("value").groupby(list(by)):
+        kept = (part["outcome"] == "selects").to_numpy()
+        first = int(np.argmax(kept)) if kept.any() else len(kept)
+        late = ~kept & (np.arange(len(kept)) > first)
+        if late.any():
+            keys = keys if isinstance(keys, tuple) else (keys,)
+            rows.append(
+                {
+                    **dict(zip(by, keys)),
+                    "outcomes": "".join(o[0].upper() for o in part["outcome"]),
+                    "values": ", ".join(f"{b:.2f}" for b in part["value"]),
+                    "fails above a selection at": ", ".join(
+                        f"{b:.2f}" for b in part["value"].to_numpy()[late]
+                    ),
+                }
+            )
+    columns = [*by, "outcomes", "values", "fails above a selection at"]
+    return pd.DataFrame(rows, columns=columns)
+
+
 def map_counts(
     regime: pd.DataFrame,
     *,
@@ -230,7 +259,8 @@ def map_counts(
     runs in all, ``above`` and ``below`` the band, with ``random_part``, in the band
     (runs ``in_map & moved`` neither above nor below, and how many of those select),
     from the slices outside the band, collapsed (and, from a random start, how often
-    ``p(0) . v`` has the sign that explains the lost class), undecided, decided in the
+    ``p(0) . v`` has the sign that explains the lost class), losing part of a class,
+    undecided, decided in the
     second stage, failing the value-gap hypothesis, at ``d < V`` (and how many of
     those fall on the side of ``Q = 1`` that the boundary predicts)."""
     selects = regime["outcome"] == "selects"
@@ -252,6 +282,7 @@ def map_counts(
         "p0_sign_agrees": float(p0_sign.mean()),
         "random_collapsed": len(random_start),
         "undecided": int((regime["outcome"] == "undecided").sum()),
+        "loses_part": int((regime["outcome"] == "loses part").sum()),
         "second_stage": int((regime["stage"] == 2).sum()),
         "hypothesis_fails": int((~regime["hypothesis"]).sum()),
         "low_d": int(low_d.sum()),

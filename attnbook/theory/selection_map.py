@@ -42,29 +42,39 @@ __all__ = [
     "boundary_brackets",
     "fit_ratio_constant",
     "governing_quantity",
+    "value_at",
+    "ratio_constants",
 ]
 
-#: The outcome of a run, from the attention on the important tokens at the end.
+#: The outcome of a run, from the attention on the important tokens at the end
+#: (a sequence *loses* its important token when less than half of its attention is
+#: on it).
 OUTCOMES = {
     "selects": "every sequence puts at least 0.99 of its attention on its important "
     "token",
-    "collapses": "some sequence puts less than half of its attention on its important "
-    "token",
+    "collapses": "every sequence of one class loses its important token: the flow "
+    "abandons that class",
+    "loses part": "some sequences lose their important token, but no class loses all "
+    "of its sequences",
     "undecided": "neither (the run has not settled by the end time)",
 }
 
 
-def classify_outcome(important_mass: np.ndarray) -> str:
-    """``"selects"``, ``"collapses"`` or ``"undecided"`` (:data:`OUTCOMES`) from the
-    attention mass on the important token of every sequence at the end of a run."""
+def classify_outcome(important_mass: np.ndarray, labels: np.ndarray) -> str:
+    """The outcome of :data:`OUTCOMES` from the attention mass on the important token
+    of every sequence at the end of a run and the sequences' labels (+-1)."""
     mass = np.asarray(important_mass, dtype=np.float64)
     if mass.ndim != 1 or mass.size == 0 or not np.isfinite(mass).all():
         raise ValueError("important_mass must be a non-empty finite 1-D array")
+    labels = np.asarray(labels)
+    if labels.shape != mass.shape or not np.isin(labels, (-1, 1)).all():
+        raise ValueError("labels must be +-1, one per sequence of important_mass")
     if mass.min() >= 0.99:
         return "selects"
-    if mass.min() < 0.5:
+    lost = mass < 0.5
+    if any(lost[labels == y].all() for y in (-1, 1) if (labels == y).any()):
         return "collapses"
-    return "undecided"
+    return "loses part" if lost.any() else "undecided"
 
 
 def step_ratio(E0: torch.Tensor, E1: torch.Tensor, tokens: np.ndarray) -> float:
@@ -101,8 +111,10 @@ def selection_map(
     see :func:`attnbook.theory.flow_analysis.one_step_setting`). Columns: ``seed``,
     ``embed_scale``, ``ratio`` (:func:`step_ratio` over the relevant tokens), ``dim``,
     ``cls_scale``, ``p0_norm``, ``p0_dot_v``, ``min_value_gap``, ``outcome``
-    (:func:`classify_outcome`), ``fraction_lost`` (sequences below half), ``lost_sign``
-    (the label of the lost sequences: +1, -1, or 0 when none or both are lost),
+    (:func:`classify_outcome`), ``fraction_lost`` (sequences below half),
+    ``class_lost`` (the larger of the two classes' fractions of sequences below half),
+    ``lost_sign`` (the label of the lost sequences: +1, -1, or 0 when none or both are
+    lost),
     ``end_dot_v`` (``p(t_end) . v``), ``min_mass`` and ``end_norm``.
     """
     settings = [
@@ -127,22 +139,23 @@ def selection_map(
     )
 
 
-def _outcome_at(path, log_t: float) -> str:
+def _outcome_at(path, labels: np.ndarray, log_t: float) -> str:
     """:func:`classify_outcome` at the checkpoint of ``path`` nearest ``log t``."""
     with np.errstate(divide="ignore"):
         k = int(np.argmin(np.abs(np.log(path.t) - log_t)))
-    return classify_outcome(path.selected_mass[k])
+    return classify_outcome(path.selected_mass[k], labels)
 
 
-def decided_outcome(path, log_t_end: float, settle: float) -> str:
+def decided_outcome(path, labels: np.ndarray, log_t_end: float, settle: float) -> str:
     """The outcome of a run by the map's decision rule: :func:`classify_outcome` at
     the end ``log t = log_t_end`` when the run reached it and had the same outcome
     already at ``log t = log_t_end - settle``; ``"undecided"`` otherwise."""
     end = float(np.log(path.t[-1])) if path.t[-1] > 0 else -np.inf
     if end < log_t_end - 1e-9:
         return "undecided"
-    last = classify_outcome(path.selected_mass[-1])
-    return last if _outcome_at(path, log_t_end - settle) == last else "undecided"
+    last = classify_outcome(path.selected_mass[-1], labels)
+    same = _outcome_at(path, labels, log_t_end - settle) == last
+    return last if same else "undecided"
 
 
 def _run_map(
@@ -213,10 +226,17 @@ def _run_map(
     paths = batched_gradient_flow(
         problems, log_t_max=log_t_max, selected=selected, **flow
     )
+    labels = [run["_labels"] for run in runs]
     if settle is None:
-        outcomes = [classify_outcome(path.selected_mass[-1]) for path in paths]
+        outcomes = [
+            classify_outcome(path.selected_mass[-1], y)
+            for path, y in zip(paths, labels)
+        ]
     else:
-        outcomes = [decided_outcome(path, log_t_max, settle) for path in paths]
+        outcomes = [
+            decided_outcome(path, y, log_t_max, settle)
+            for path, y in zip(paths, labels)
+        ]
     stage = [1] * len(paths)
     # runs that reached their end undecided go on; those stopped by max_steps do not
     t_end = np.exp(log_t_max)
@@ -238,7 +258,7 @@ def _run_map(
         for i, path in zip(again, more):
             paths[i], outcomes[i], stage[i] = (
                 path,
-                decided_outcome(path, log_t_more, settle),
+                decided_outcome(path, labels[i], log_t_more, settle),
                 2,
             )
     for run, path, outcome, st in zip(runs, paths, outcomes, stage):
@@ -249,6 +269,7 @@ def _run_map(
         run.update(
             outcome=outcome,
             fraction_lost=float(lost.mean()),
+            class_lost=max(float(lost[labels == y].mean()) for y in (-1, 1)),
             lost_sign=signs.pop() if len(signs) == 1 else 0,
             end_dot_v=float(path.p[-1] @ run.pop("_v")),
             min_mass=float(mass.min()),
@@ -375,3 +396,26 @@ def governing_quantity(value, ratio, threshold: float, c: float):
     """``Q = value / threshold + c / ratio``: the flow selects when ``Q > 1`` and
     collapses when ``Q < 1`` (the book's conjecture; ``threshold`` is ``B_c(T)``)."""
     return np.asarray(value, dtype=float) / threshold + c / np.asarray(ratio, float)
+
+
+def value_at(quantity, ratio, threshold: float, c: float):
+    """The value at which :func:`governing_quantity` equals ``quantity`` at ``ratio``:
+    ``threshold (quantity - c / ratio)`` (where to place runs at a chosen ``Q``)."""
+    ratio = np.asarray(ratio, dtype=float)
+    if not (ratio > 0).all():
+        raise ValueError("ratio must be positive")
+    return threshold * (np.asarray(quantity, dtype=float) - c / ratio)
+
+
+def ratio_constants(brackets, threshold: float):
+    """Per ratio ``r`` of :func:`boundary_brackets`, the constant that puts the boundary
+    ``threshold (1 - c / r)`` at the bracket's midpoint, ``c_r = r (1 - boundary /
+    threshold)``, and its half-width ``r half_width / threshold`` (the ``c`` of every
+    boundary inside the bracket lies within it). Columns ``c_r``, ``c_half_width``."""
+    if not (np.isfinite(threshold) and threshold > 0):
+        raise ValueError(f"threshold must be a positive number, got {threshold!r}")
+    r = brackets.index.to_numpy(dtype=float)
+    out = brackets[[]].copy()
+    out["c_r"] = r * (1.0 - brackets["boundary"].to_numpy(dtype=float) / threshold)
+    out["c_half_width"] = r * brackets["half_width"].to_numpy(dtype=float) / threshold
+    return out

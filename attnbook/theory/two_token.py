@@ -27,6 +27,7 @@ __all__ = [
     "reduced_slope",
     "collapse_threshold",
     "reduced_rest_point",
+    "rest_point_mass",
     "reduced_flow",
 ]
 
@@ -109,6 +110,17 @@ def reduced_rest_point(value: float, length: int, *, u_max: float = 40.0) -> flo
     # the zero of the slope between grid[k-1] (slope <= 0) and grid[k] (slope > 0)
     s0, s1 = slope[k - 1], slope[k]
     return float(grid[k - 1] + (grid[k] - grid[k - 1]) * (-s0) / (s1 - s0))
+
+
+def rest_point_mass(value: float, length: int) -> float:
+    """``pi(-u*)``: the attention that a sequence of the losing class keeps on its
+    important token when the reduced flow has come to rest at ``u*`` of
+    :func:`reduced_rest_point` (zero when ``phi_B`` has no rest point, ``B <
+    B_c(T)``)."""
+    rest = reduced_rest_point(value, length)
+    if not np.isfinite(rest):
+        return 0.0
+    return float(_attention(np.float64(-rest), length)[0])
 
 
 def reduced_flow(

@@ -123,13 +123,13 @@ def test_selection_path_figures():
 def test_regime_map():
     regime = pd.DataFrame(
         {
-            "value": [1.0, 5.0, 6.0],
-            "ratio_scale": [2.0, 2.0, 8.0],
-            "outcome": ["collapses", "selects", "undecided"],
-            "hypothesis": [True, True, False],
-            "main": [True, True, False],
-            "seed": [1000, 1001, 1002],
-            "Q": [0.5, 1.3, 1.1],
+            "value": [1.0, 5.0, 6.0, 4.0],
+            "ratio_scale": [2.0, 2.0, 8.0, 4.0],
+            "outcome": ["collapses", "selects", "undecided", "loses part"],
+            "hypothesis": [True, True, False, True],
+            "main": [True, True, False, True],
+            "seed": [1000, 1001, 1002, 1000],
+            "Q": [0.5, 1.3, 1.1, 0.95],
         }
     )
     fig = regime_map(

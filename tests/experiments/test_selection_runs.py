@@ -19,6 +19,7 @@ from attnbook.experiments.selection_runs import (
     class_table,
     map_counts,
     multipliers,
+    not_monotone,
     outcome_table,
     pair_derivative_rows,
     partial_row,
@@ -178,9 +179,28 @@ def test_map_counts_reads_the_masks_of_the_chapter():
     assert (counts["in_band"], counts["random_part"], counts["slice_runs"]) == (0, 0, 1)
     assert (counts["collapsed"], counts["p0_sign_agrees"]) == (1, 1.0)
     assert (counts["undecided"], counts["second_stage"]) == (1, 1)
+    assert counts["loses_part"] == 0
     assert (counts["hypothesis_fails"], counts["low_d"], counts["low_d_hyp"]) == (
         1,
         1,
         1,
     )
     assert counts["low_d_agree"] == 1  # Q > 1 and it selects
+
+
+def test_not_monotone_lists_a_failure_above_a_selection():
+    runs = pd.DataFrame(
+        {
+            "ratio_scale": [2.0] * 4 + [4.0] * 3,
+            "seed": [1] * 7,
+            "value": [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0],
+            "outcome": ["collapses", "selects", "collapses", "selects"]
+            + ["collapses", "undecided", "selects"],
+        }
+    )
+    rows = not_monotone(runs, ["ratio_scale", "seed"])
+    assert len(rows) == 1  # r = 4 is monotone once the undecided run is left out
+    row = rows.iloc[0]
+    assert (row["ratio_scale"], row["outcomes"]) == (2.0, "CSCS")
+    assert row["fails above a selection at"] == "3.00"
+    assert not_monotone(runs[runs["ratio_scale"] == 4.0], ["seed"]).empty

@@ -17,8 +17,10 @@ from attnbook.theory.selection_map import (
     decided_outcome,
     fit_ratio_constant,
     governing_quantity,
+    ratio_constants,
     selection_map,
     step_ratio,
+    value_at,
     value_map,
 )
 
@@ -174,13 +176,22 @@ def test_one_step_setting_scales():
 
 
 def test_classify_outcome():
-    assert classify_outcome([0.995, 1.0]) == "selects"
-    assert classify_outcome([0.995, 0.2]) == "collapses"
-    assert classify_outcome([0.995, 0.7]) == "undecided"
+    labels = [1, -1, 1, -1]
+    assert classify_outcome([0.995, 1.0, 0.999, 0.99], labels) == "selects"
+    # every negative sequence below half: the class is abandoned
+    assert classify_outcome([0.995, 0.2, 0.7, 0.1], labels) == "collapses"
+    # one negative sequence of two below half: part of a class only
+    assert classify_outcome([0.995, 0.2, 0.7, 0.6], labels) == "loses part"
+    assert classify_outcome([0.2, 0.7, 0.6, 0.3], labels) == "loses part"
+    assert classify_outcome([0.995, 0.7, 0.9, 0.6], labels) == "undecided"
     with pytest.raises(ValueError):
-        classify_outcome([])
+        classify_outcome([], [])
     with pytest.raises(ValueError):
-        classify_outcome([np.nan])
+        classify_outcome([np.nan], [1])
+    with pytest.raises(ValueError, match="labels"):
+        classify_outcome([0.9, 0.9], [1, 0])
+    with pytest.raises(ValueError, match="labels"):
+        classify_outcome([0.9, 0.9], [1])
 
 
 def test_selection_map_small_and_infinite_ratio():
@@ -194,7 +205,7 @@ def test_selection_map_small_and_infinite_ratio():
         log_t_max=20.0,
     )
     assert len(table) == 4
-    assert set(table["outcome"]) <= set(["selects", "collapses", "undecided"])
+    assert set(table["outcome"]) <= set(OUTCOMES)
     moderate = table[table["embed_scale"] == 1.0]
     assert (moderate["outcome"] == "selects").all()
     # E0 = 0: every relevant token of a class is the same vector, +-(eta/2) alpha v,
@@ -205,6 +216,7 @@ def test_selection_map_small_and_infinite_ratio():
     assert (infinite["outcome"] == "collapses").all()
     assert (infinite["lost_sign"] == -np.sign(infinite["end_dot_v"])).all()
     assert (infinite["fraction_lost"] == 0.5).all()
+    assert (infinite["class_lost"] == 1.0).all()
 
 
 def test_pair_derivatives():
@@ -274,6 +286,24 @@ def test_value_map_and_boundary():
     c = fit_ratio_constant(brackets, 4.0)
     assert c == pytest.approx(1.0)  # 4 (1 - 1/2) = 2
     assert governing_quantity(2.0, 2.0, 4.0, c) == pytest.approx(1.0)
+    # value_at inverts governing_quantity
+    B = value_at([0.9, 1.1], 3.0, 4.0, c)
+    assert governing_quantity(B, 3.0, 4.0, c) == pytest.approx([0.9, 1.1])
+    with pytest.raises(ValueError, match="ratio"):
+        value_at(1.0, 0.0, 4.0, c)
+
+
+def test_ratio_constants():
+    brackets = pd.DataFrame(
+        {"boundary": [3.0, 3.5], "half_width": [0.1, 0.2]},
+        index=pd.Index([2.0, 4.0], name="ratio_scale"),
+    )
+    constants = ratio_constants(brackets, 4.0)
+    # c_r = r (1 - boundary / B_c): 2 (1 - 3/4) = 0.5 and 4 (1 - 3.5/4) = 0.5
+    assert constants["c_r"].to_numpy() == pytest.approx([0.5, 0.5])
+    assert constants["c_half_width"].to_numpy() == pytest.approx([0.05, 0.2])
+    with pytest.raises(ValueError, match="threshold"):
+        ratio_constants(brackets, 0.0)
 
 
 def test_decided_outcome_needs_a_settled_end():
@@ -281,6 +311,8 @@ def test_decided_outcome_needs_a_settled_end():
     (path,) = batched_gradient_flow(
         [items[0][0]], log_t_max=12.0, selected=[items[0][1]]
     )
-    assert decided_outcome(path, 12.0, 5.0) == classify_outcome(path.selected_mass[-1])
+    labels = items[0][0][3]
+    end = classify_outcome(path.selected_mass[-1], labels)
+    assert decided_outcome(path, labels, 12.0, 5.0) == end
     # a path that did not reach its end is undecided
-    assert decided_outcome(path, 13.0, 5.0) == "undecided"
+    assert decided_outcome(path, labels, 13.0, 5.0) == "undecided"

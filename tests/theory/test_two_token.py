@@ -15,6 +15,7 @@ from attnbook.theory.two_token import (
     reduced_loss,
     reduced_rest_point,
     reduced_slope,
+    rest_point_mass,
 )
 
 
@@ -53,6 +54,15 @@ def test_collapse_threshold_and_rest_point():
     thresholds = [collapse_threshold(t) for t in (4, 16, 64)]
     assert thresholds == sorted(thresholds)
     assert all(1.8 < b / np.log(t) < 2.8 for b, t in zip(thresholds, (4, 16, 64)))
+
+
+def test_rest_point_mass_is_the_weaker_class_share():
+    b_c = collapse_threshold(8)
+    assert rest_point_mass(0.99 * b_c, 8) == 0.0  # no rest point: the class is lost
+    masses = [rest_point_mass(b, 8) for b in (4.6, 5.0, 6.0, 8.0)]
+    assert masses == sorted(masses) and 0 < masses[0] < 1e-3 and masses[-1] < 0.5
+    rest = reduced_rest_point(5.0, 8)
+    assert masses[1] == pytest.approx(1 / (1 + 7 * np.exp(rest)))
 
 
 def test_argument_errors():
