@@ -52,9 +52,10 @@ def reports() -> dict[tuple[str, str], cb.PageReport]:
 @pytest.mark.parametrize("viewport", [v.name for v in cb.VIEWPORTS])
 @pytest.mark.parametrize("page", PAGES)
 def test_page_reads(reports, page: str, viewport: str) -> None:
-    """No MathJax error or undefined macro, no overflow at desktop width, every image
-    and in-book link resolves, no console error, nothing fetched from outside the
-    book."""
+    """No MathJax error or undefined macro, no overflow at desktop and laptop width,
+    no clipped display, crushed table or figure over its caption at any width, every
+    image and in-book link resolves, no console error, nothing fetched from outside
+    the book."""
     report = reports[(viewport, page)]
     assert not report.problems, f"{page} at {viewport} width:\n  " + "\n  ".join(
         report.problems
@@ -93,6 +94,17 @@ def test_paper_map_reads_and_its_links_land_on_statements(viewport) -> None:
     print(f"\n[attnbook] paper map at {viewport.name}:", json.dumps(cb.asdict(report)))
     assert not report.problems, "\n  ".join(report.problems)
     assert report.nodes > 0 and report.edges > 0 and len(report.followed) == 2
+
+
+@needs_build
+@pytest.mark.parametrize("viewport", [cb.LAPTOP, cb.PHONE], ids=["laptop", "phone"])
+def test_the_verdict_is_on_the_first_screen(viewport) -> None:
+    """The landing page's first screen, at 1280 x 800 and 390 x 844, shows the tally of
+    the badges, every claim that is not PASS with its reason, and what a build
+    guarantees."""
+    shots = cb.default_screenshot_dir(HTML_DIR)
+    problems = cb.check_first_screen(HTML_DIR, viewport, shots)
+    assert not problems, "\n  ".join(problems)
 
 
 @needs_build
