@@ -84,6 +84,30 @@ def test_audit_finds_overlapping_ticks():
     assert not any("overlapping" in p for p in plotting.audit(fig))
 
 
+def _two_rows(layout_engine: bool):
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.8))
+    for ax in axes.ravel():
+        ax.plot([0, 1], [0, 1])
+        ax.set_title("IMDB: value score $E_s \\cdot v$", fontsize=11.5)
+        ax.set_xlabel("importance $P(1 \\mid s) - P(0 \\mid s)$")
+    if layout_engine:
+        fig.set_layout_engine("tight", rect=(0, 0.06, 1, 1))
+    else:
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def test_audit_finds_a_label_over_the_next_rows_title():
+    """Laid out once at 9 inches, then shrunk to the column, a row's x label runs into
+    the title below it; a figure laid out again when drawn does not."""
+    fig = _two_rows(layout_engine=False)
+    plotting.fit_to_column(fig)
+    assert any("overlapping labels" in p for p in plotting.audit(fig))
+    fig = _two_rows(layout_engine=True)
+    plotting.fit_to_column(fig)
+    assert plotting.audit(fig) == []
+
+
 def test_show_fits_wide_figures_and_refuses_unreadable_ones():
     fig, axes = plt.subplots(1, 2, figsize=(14, 4))
     for ax in axes:
