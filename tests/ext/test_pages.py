@@ -275,3 +275,28 @@ def test_figures_are_fitted_to_the_column_when_displayed():
     assert width_in == pytest.approx(plotting.COLUMN_WIDTH_IN)
     assert width_px <= plotting.COLUMN_WIDTH_IN * plotting.SCREEN_DPI
     assert font >= plotting.MIN_FONT_PT
+
+
+# ---------------------------------------------------------------- figures described
+def test_a_figure_is_described_by_its_caption():
+    """Every image of a figure takes the caption, its math in plain characters, as its
+    alternative text; an image's own alternative text stays."""
+    from _ext.page_assets import describe_figures, plain_tex
+
+    assert plain_tex(r"\boldsymbol{E}_s\cdot\boldsymbol{v}") == "E_s·v"
+    assert plain_tex(r"\frac{\eta}{2}\alpha_s\lVert\bv\rVert^2") == "(η)/(2)α_s‖v‖^2"
+    doc = nodes.document(None, None)
+    figure = nodes.figure()
+    figure += nodes.image(uri="_images/3f2a.png")
+    caption = nodes.caption()
+    caption += nodes.Text("Value score ")
+    caption += nodes.math(text=r"\E_s \cdot \bv")
+    caption += nodes.Text(" against the prediction.")
+    figure += caption
+    own = nodes.figure()
+    own += nodes.image(uri="_images/b.png", alt="its own words")
+    own += nodes.caption(text="A caption.")
+    doc += [figure, own]
+    describe_figures(None, doc, "page")
+    alts = [image["alt"] for image in doc.findall(nodes.image)]
+    assert alts == ["Value score E_s · v against the prediction.", "its own words"]
