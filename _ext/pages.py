@@ -20,6 +20,7 @@ from typing import Any, Callable
 from docutils import nodes
 
 from _ext.claim_status import STATUS_CLASSES
+from _ext.counts import counts_sentence, status_tally
 from _ext.dashboard import (
     GROUPS,
     ClaimRow,
@@ -30,13 +31,8 @@ from _ext.dashboard import (
 )
 
 __all__ = [
-    "chapter_status",
-    "execution_statistics",
-    "ran_at",
-    "claims_verdict",
-    "counts_sentence",
-    "measured_parts",
-    "status_tally",
+    "badge",
+    "make_para",
     "comparison",
     "math_text",
     "latex_number",
@@ -78,14 +74,14 @@ def latex_number(x: float) -> str:
     return rf"{float(mantissa):.3g} \times 10^{{{int(exponent)}}}"
 
 
-def _para(*children: nodes.Node, classes: tuple[str, ...] = ()) -> nodes.paragraph:
+def make_para(*children: nodes.Node, classes: tuple[str, ...] = ()) -> nodes.paragraph:
     para = nodes.paragraph(classes=list(classes))
     for child in children:
         para += child
     return para
 
 
-def _badge(status: str) -> nodes.inline:
+def badge(status: str) -> nodes.inline:
     slug = STATUS_CLASSES.get(status, "unchecked")
     return nodes.inline(
         text=status, classes=["attnbook-badge", f"attnbook-badge-{slug}"]
@@ -136,7 +132,7 @@ def _check_item(chk: dict[str, Any], link: Linker, result: Callable) -> nodes.No
             text="✗ " if asserted else "✗ not reproduced: ", classes=["attnbook-ko"]
         )
     item = nodes.list_item()
-    para = _para(mark, *math_text(chk.get("what") or chk["name"]))
+    para = make_para(mark, *math_text(chk.get("what") or chk["name"]))
     para += nodes.Text(": ")
     for node in comparison(chk):
         para += node
@@ -164,7 +160,7 @@ def _check_groups(
     body: list[nodes.Node] = []
     for group, checks in groups.items():
         body.append(
-            _para(nodes.strong(text=GROUPS[group]), classes=("attnbook-group",))
+            make_para(nodes.strong(text=GROUPS[group]), classes=("attnbook-group",))
         )
         items = nodes.bullet_list(classes=["attnbook-checks"])
         for chk in checks:
@@ -201,9 +197,9 @@ def _headline_nodes(
 def _reading_line(line: ReadingLine, link: Linker, result: Callable) -> nodes.Node:
     """The line of one of the book's own readings of a claim: its badge, what it reads
     and its headline check."""
-    para = _para(
+    para = make_para(
         nodes.strong(text="The book's reading: "),
-        _badge(line.status),
+        badge(line.status),
         nodes.Text(" "),
         *math_text(line.reading.statement),
         classes=("attnbook-reading",),
@@ -223,26 +219,28 @@ def _claim_block(row: ClaimRow, link: Linker, result: Callable) -> nodes.contain
         classes=["attnbook-claim", f"attnbook-claim-{slug}"],
         ids=[f"claim-{claim.id.lower()}"],  # the paper map links here
     )
-    head = _para(_badge(status), nodes.Text(" "), classes=("attnbook-claim-head",))
+    head = make_para(badge(status), nodes.Text(" "), classes=("attnbook-claim-head",))
     head += nodes.strong(text=claim.id + " ")
     for node in math_text(claim.statement):
         head += node
     block += head
     headline = row.headline
     if headline is not None:
-        block += _para(
+        block += make_para(
             *_headline_nodes(headline, link, result), classes=("attnbook-headline",)
         )
     elif status == "NOT CHECKED":
-        block += _para(
+        block += make_para(
             nodes.Text("No evidence of this build is tagged with this claim."),
             classes=("attnbook-headline",),
         )
     for line in row.readings:
         block += _reading_line(line, link, result)
-    body: list[nodes.Node] = [_para(nodes.emphasis(text=f"Source: {claim.source}."))]
+    body: list[nodes.Node] = [
+        make_para(nodes.emphasis(text=f"Source: {claim.source}."))
+    ]
     if claim.caveat:
-        body.append(_para(*math_text(claim.caveat), classes=("attnbook-caveat",)))
+        body.append(make_para(*math_text(claim.caveat), classes=("attnbook-caveat",)))
     groups = row.groups()
     body += _check_groups(groups, link, result)
     summary = _group_summary(groups) if groups else "no check"
@@ -276,7 +274,7 @@ def claims_dashboard(
         for tag, checks in sorted(others.items()):
             c = check_counts(checks)
             body.append(
-                _para(
+                make_para(
                     nodes.strong(text=f"{tag}: "),
                     nodes.Text(f"{c['passed']} of {c['asserted']} checks passed"),
                     classes=("attnbook-group",),
@@ -301,190 +299,12 @@ def claims_dashboard(
     return out, log
 
 
-def status_tally(rows: list[ClaimRow]) -> dict[str, int]:
-    """How many claims have each badge, in the legend's order (best first)."""
-    statuses = [r.status for r in rows]
-    return {s: statuses.count(s) for s in STATUS_CLASSES if s in statuses}
-
-
 def _tally_para(tally: dict[str, int]) -> nodes.paragraph:
-    summary = _para(classes=("attnbook-summary",))
+    summary = make_para(classes=("attnbook-summary",))
     for status, n in tally.items():
-        summary += _badge(status)
+        summary += badge(status)
         summary += nodes.Text(f" {n}   ")
     return summary
-
-
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
-
-
-def measured_parts(records: dict[str, dict]) -> dict[str, Any]:
-    """The statements measured without assertion, split so that the parts add up:
-    how many there are and held, and those that did not hold by whose statement they
-    test (the paper's, by claim; the book's own readings, by claim; checks tied to no
-    claim)."""
-    rows = claim_rows(records)
-    measured = [
-        {**c, "row": r.claim.id}
-        for r in rows
-        for c in r.checks
-        if not c.get("asserted", True)
-    ]
-    measured += [
-        {**c, "row": None}
-        for checks in other_checks(records).values()
-        for c in checks
-        if not c.get("asserted", True)
-    ]
-    missed = [c for c in measured if not c["passed"]]
-    paper: dict[str, int] = {}
-    book: dict[str, int] = {}
-    for chk in missed:
-        if chk["row"] is None:
-            continue
-        side = book if chk.get("reading", "paper") == "book" else paper
-        side[chk["row"]] = side.get(chk["row"], 0) + 1
-    return {
-        "measured": len(measured),
-        "held": len(measured) - len(missed),
-        "missed": len(missed),
-        "paper": paper,
-        "book": book,
-        "untied": sum(c["row"] is None for c in missed),
-    }
-
-
-def counts_sentence(records: dict[str, dict]) -> str:
-    """What the checks of a build came to, in words whose counts add up: asserted
-    checks by role, and statements measured without assertion that held and did not,
-    each part named (the paper's statements by claim, the book's own readings)."""
-    counts = check_counts([c for r in records.values() for c in r["checks"]])
-    text = (
-        f"{counts['passed']} of {counts['asserted']} asserted checks in "
-        f"{len(records)} chapters passed ({counts['evidence']} evidence, "
-        f"{counts['identity']} identities, {counts['control']} controls)."
-    )
-    parts = measured_parts(records)
-    if not parts["measured"]:
-        return text
-    text += (
-        f" {_plural(parts['measured'], 'statement')} measured without assertion: "
-        f"{parts['held']} held"
-    )
-    if not parts["missed"]:
-        return text + "."
-    named = []
-    if parts["paper"]:
-        named.append(
-            _plural(sum(parts["paper"].values()), "statement")
-            + " of the paper ("
-            + ", ".join(f"{n} under {cid}" for cid, n in parts["paper"].items())
-            + "; these make a claim NOT REPRODUCED)"
-        )
-    if parts["book"]:
-        named.append(
-            f"{sum(parts['book'].values())} of the book's own readings ("
-            + ", ".join(f"{n} under {cid}" for cid, n in parts["book"].items())
-            + "; these never decide a claim's badge)"
-        )
-    if parts["untied"]:
-        named.append(f"{parts['untied']} tied to no claim")
-    return text + f", {parts['missed']} did not: " + " and ".join(named) + "."
-
-
-def _reason(row: ClaimRow) -> list[nodes.Node]:
-    """Why a claim's badge is not PASS, in one line: the statement of the paper that
-    did not hold (NOT REPRODUCED), the claim's ``verdict`` (PASS (part), MEASURED),
-    or what the status rule says."""
-    status, claim = row.status, row.claim
-    if status in ("NOT REPRODUCED", "FAIL"):
-        chk = row.headline
-        if chk is not None:
-            missed = [
-                c
-                for c in row.paper_checks
-                if c.get("role", "evidence") == "evidence" and not c["passed"]
-            ]
-            out = [*math_text(chk.get("what") or chk["name"]), nodes.Text(": ")]
-            out += comparison(chk)
-            if len(missed) > 1:
-                out.append(
-                    nodes.Text(
-                        f" ({len(missed) - 1} more of the paper's statements did not"
-                        " hold either)"
-                    )
-                )
-            return out
-    if claim.verdict:
-        return math_text(claim.verdict)
-    default = {
-        "PASS (part)": "the checks cover part of the claim (see its caveat)",
-        "MEASURED": "the paper states nothing to verify; the checks are the book's "
-        "own measurements",
-        "NOT CHECKED": "no evidence of this build is tagged with this claim",
-    }
-    return [nodes.Text(default.get(status, ""))]
-
-
-def claims_verdict(records: dict[str, dict]) -> list[nodes.Node]:
-    """The verdict of a build, for the top of the landing page: the tally of badges,
-    every claim that is not PASS with its one-line reason (linked to its block of the
-    dashboard), the claims whose PASS rests on statements measured without assertion
-    alone, and what a build guarantees."""
-    rows = claim_rows(records)
-    box = nodes.container(classes=["attnbook-verdict"], ids=["verdict"])
-    head = _para(
-        nodes.strong(text="Verdict of this build. "),
-        nodes.Text(f"Of the paper's {len(rows)} claims: "),
-        classes=("attnbook-summary",),
-    )
-    for k, (status, n) in enumerate(status_tally(rows).items()):
-        head += nodes.Text(", " if k else "")
-        head += _badge(status)
-        head += nodes.Text(f" {n}")
-    head += nodes.Text(".")
-    box += head
-    items = nodes.bullet_list(classes=["attnbook-verdict-list"])
-    for row in rows:
-        if row.status == "PASS":
-            continue
-        para = _para(_badge(row.status), nodes.Text(" "))
-        ref = nodes.reference(
-            "", "", refuri=f"#claim-{row.claim.id.lower()}", internal=True
-        )
-        ref += nodes.strong(text=row.claim.id)
-        para += ref
-        para += nodes.Text(": ")
-        for node in _reason(row):
-            para += node
-        item = nodes.list_item()
-        item += para
-        items += item
-    if items.children:
-        box += items
-    only_measured = [
-        r.claim.id
-        for r in rows
-        if r.status == "PASS"
-        and r.evidence
-        and not any(c.get("asserted", True) for c in r.evidence)
-    ]
-    counts = check_counts([c for r in records.values() for c in r["checks"]])
-    guarantee = (
-        f"What a build guarantees: it stops at the first asserted check that fails, so "
-        f"all {counts['asserted']} asserted checks of this page passed. A statement "
-        "of the paper marked measured, not asserted, is compared with the paper's "
-        "number without stopping the build: when it does not hold, its claim is NOT "
-        "REPRODUCED."
-    )
-    if only_measured:
-        guarantee += (
-            f" The PASS of {', '.join(only_measured)} rests on such statements alone, "
-            "all of which held."
-        )
-    box += _para(nodes.Text(guarantee), classes=("attnbook-guarantee",))
-    return [box]
 
 
 def text_para(text: str, bold: bool = False) -> nodes.paragraph:
@@ -537,50 +357,6 @@ def run_report_checks(counts: dict[str, int]) -> str:
     if counts["measured"]:
         text += f"; paper statements held: {counts['held']} / {counts['measured']}"
     return text
-
-
-def ran_at(record: dict[str, Any]) -> str:
-    """When a chapter's run started, to the minute, in UTC (``2026-11-27 06:42``)."""
-    started = record.get("started_at") or ""
-    return started[:16].replace("T", " ") or "unknown"
-
-
-def chapter_status(record: dict[str, Any]) -> str:
-    """One chapter's execution in a line: when it ran, how long, what its checks came
-    to (:func:`run_report_checks`)."""
-    c = check_counts(record["checks"])
-    text = (
-        f"Executed by this build on {ran_at(record)} UTC in "
-        f"{record['elapsed_s']:.1f} s: {c['passed']} of {c['asserted']} asserted "
-        f"checks passed"
-    )
-    if c["measured"]:
-        text += (
-            f"; {c['held']} of {c['measured']} statements measured without assertion "
-            "held"
-        )
-    return text + "."
-
-
-def execution_statistics(records: dict[str, dict]) -> tuple[list[list[str]], float]:
-    """The cells of the page *Execution statistics* after the chapter's name (run at,
-    run time, cells, checks, status), by chapter, and the total run time."""
-    rows = []
-    total = 0.0
-    for rec in records.values():
-        c = check_counts(rec["checks"])
-        total += rec["elapsed_s"]
-        ok = not rec.get("cell_errors") and c["passed"] == c["asserted"]
-        rows.append(
-            [
-                ran_at(rec),
-                f"{rec['elapsed_s']:.1f}",
-                str(rec["cells"]),
-                run_report_checks(c),
-                "passed" if ok else "failed",
-            ]
-        )
-    return rows, total
 
 
 def run_report_table(records: dict[str, dict]) -> tuple[list[list[Any]], float]:

@@ -46,7 +46,7 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx.util.nodes import make_refnode
 
-from _ext import bibstyle, book_index, paper_map_ext
+from _ext import bibstyle, book_index, paper_map_ext, run_status
 from _ext.dashboard import (
     attach_results,
     check_counts,
@@ -54,16 +54,14 @@ from _ext.dashboard import (
 )
 from _ext.execution import CACHE_DIR, RUN_FILE, new_run, read_run_id
 from _ext.pages import (
-    chapter_status,
     claims_dashboard,
-    claims_verdict,
-    execution_statistics,
     run_report_checks,
     run_report_table,
     table,
     text_para,
 )
 from _ext.record_files import load_records
+from _ext.verdict import claims_verdict
 from attnbook.book.environment import data_table
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
@@ -81,10 +79,6 @@ class run_report_placeholder(nodes.General, nodes.Element):
 
 class verdict_placeholder(nodes.General, nodes.Element):
     """Replaced by the verdict of the build when the page is written."""
-
-
-class statistics_placeholder(nodes.General, nodes.Element):
-    """Replaced by the execution statistics when the page is written."""
 
 
 class ClaimsDashboard(Directive):
@@ -106,13 +100,6 @@ class ClaimsVerdict(Directive):
 
     def run(self):
         return [verdict_placeholder()]
-
-
-class ExecutionStatistics(Directive):
-    has_content = False
-
-    def run(self):
-        return [statistics_placeholder()]
 
 
 # -------------------------------------------------------------------------- build hooks
@@ -391,64 +378,6 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
     return out
 
 
-#: The page *Execution statistics* and the page with the run report.
-STATISTICS_DOC = "chapters/execution_statistics"
-REPORT_DOC = "chapters/reproducing"
-
-
-def _statistics(app, fromdoc: str) -> list[nodes.Node]:
-    """The page *Execution statistics*: each chapter's run, time and checks."""
-    records = _build_records(app)
-    cells, total = execution_statistics(records)
-    rows = [
-        [_chapter_link(app, fromdoc, name), *row] for name, row in zip(records, cells)
-    ]
-    counts = check_counts([c for r in records.values() for c in r["checks"]])
-    rows.append(
-        [
-            text_para("all chapters", bold=True),
-            "",
-            f"{total:.1f}",
-            str(sum(r["cells"] for r in records.values())),
-            run_report_checks(counts),
-            "",
-        ]
-    )
-    return [
-        table(
-            ["Chapter", "Ran at (UTC)", "Run time (s)", "Cells", "Checks", "Status"],
-            rows,
-            widths=[34, 16, 9, 6, 24, 8],
-            classes=("attnbook-statistics",),
-        )
-    ]
-
-
-def _chapter_status(app, doctree, docname: str) -> None:
-    """Under a chapter's title: when this build executed it, how long it took, how
-    many of its checks passed, with links to the execution statistics and the run
-    report."""
-    if app.builder.format != "html":
-        return
-    records = _build_records(app)  # sets the chapters' docnames of this run
-    chapters = {doc: name for name, doc in app._attnbook_docnames.items()}
-    if docname not in chapters:
-        return
-    record = records[chapters[docname]]
-    section = next(iter(doctree.findall(nodes.section)), None)
-    if section is None:
-        return
-    para = nodes.paragraph(classes=["attnbook-run-status"])
-    para += nodes.Text(chapter_status(record) + " ")
-    links = ((STATISTICS_DOC, "Execution statistics"), (REPORT_DOC, "run report"))
-    for target, text in links:
-        if target in app.env.found_docs:
-            para += make_refnode(app.builder, docname, target, "", nodes.Text(text))
-            para += nodes.Text(" · " if target == STATISTICS_DOC else "")
-    position = 1 if section.children and isinstance(section[0], nodes.title) else 0
-    section.insert(position, para)
-
-
 def _on_doctree_read(app, doctree) -> None:
     """Give every code cell of a notebook the anchor ``cell-<index>`` (its index among
     the notebook's cells), so the dashboard can link each check to the cell that
@@ -471,10 +400,6 @@ def _on_doctree_resolved(app, doctree, docname) -> None:
         node.replace_self(_run_report(app, docname))
     for node in list(doctree.findall(verdict_placeholder)):
         node.replace_self(claims_verdict(_build_records(app)))
-    for node in list(doctree.findall(statistics_placeholder)):
-        node.replace_self(_statistics(app, docname))
-    if str(app.env.doc2path(docname)).endswith(".ipynb"):
-        _chapter_status(app, doctree, docname)
 
 
 def setup(app):
@@ -482,11 +407,9 @@ def setup(app):
     app.add_node(dashboard_placeholder)
     app.add_node(run_report_placeholder)
     app.add_node(verdict_placeholder)
-    app.add_node(statistics_placeholder)
     app.add_directive("claims-dashboard", ClaimsDashboard)
     app.add_directive("run-report", RunReport)
     app.add_directive("claims-verdict", ClaimsVerdict)
-    app.add_directive("execution-statistics", ExecutionStatistics)
     app.connect("builder-inited", _on_builder_inited)
     app.connect("env-get-outdated", _on_env_get_outdated)
     app.connect("doctree-read", _on_doctree_read)
@@ -495,4 +418,5 @@ def setup(app):
     app.add_css_file("attnbook.css")
     paper_map_ext.setup(app, _build_records)  # {paper-map}: the results as a graph
     book_index.setup(app)  # statements in the general index; the titled proof index
+    run_status.setup(app, _build_records, _chapter_link)  # each chapter's run
     return {"version": "1", "parallel_read_safe": False, "parallel_write_safe": False}

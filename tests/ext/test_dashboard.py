@@ -15,6 +15,7 @@ import re
 import pytest
 from docutils import nodes
 
+from _ext.counts import counts_sentence, measured_parts
 from _ext.dashboard import (
     CLAIMS,
     HEADLINES,
@@ -27,14 +28,9 @@ from _ext.dashboard import (
     status_of,
 )
 from _ext.dashboard_audit import dashboard_problems
-from _ext.pages import (
-    claims_dashboard,
-    claims_verdict,
-    comparison,
-    counts_sentence,
-    measured_parts,
-)
+from _ext.pages import claims_dashboard, comparison
 from _ext.record_files import load_records
+from _ext.verdict import claims_verdict
 
 from conftest import check_record
 
