@@ -184,3 +184,42 @@ def test_page_assets_drops_repeated_scripts() -> None:
     context = {"script_files": list(scripts)}
     page_assets.dedupe_scripts(None, "page", "page.html", context, None)
     assert context["script_files"] == [scripts[0], scripts[1], scripts[3]]
+
+
+CRUSHED_PAGE = """<!doctype html><html><body style="margin:0">
+<article style="width:300px">
+<mjx-container display="true" style="display:block;overflow:hidden;height:18px">
+<mjx-math style="display:block;height:54px">a = b<br>c = d<br>e = f</mjx-math>
+</mjx-container>
+<table style="width:300px;table-layout:fixed"><tr>{heads}</tr><tr>{cells}</tr></table>
+<figure><img style="display:block;width:200px;height:80px;margin-bottom:-40px">
+<figcaption>Figure 1. A caption under its image.</figcaption></figure>
+<div style="width:500px">wider than the window</div>
+</article></body></html>"""
+
+
+def test_the_checker_finds_clipped_displays_crushed_tables_and_covered_captions():
+    """The checks a reader's eye makes, on a page made to fail them: a display cut to
+    its first line, a table of ten long headers in a narrow column, an image over its
+    caption, a page wider than the window."""
+    from playwright.sync_api import sync_playwright
+
+    heads = "".join(f"<th>mean test accuracy of run {k}</th>" for k in range(10))
+    page = CRUSHED_PAGE.format(heads=heads, cells="<td>0.5</td>" * 10)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=cb.find_chromium(), args=cb.CHROMIUM_ARGS
+        )
+        try:
+            tab = browser.new_page(viewport={"width": 390, "height": 844})
+            tab.set_content(page)
+            found = tab.evaluate(
+                cb._CLIPPED, [cb.OVERFLOW_TOLERANCE_PX, cb.MAX_HEADER_LINES]
+            )
+        finally:
+            browser.close()
+    kinds = [p.split(":")[0].split(" by ")[0] for p in found]
+    assert "display equation clipped" in kinds, found
+    assert any(k.startswith("table c") for k in kinds), found
+    assert "figure image overlaps its caption" in kinds, found
+    assert "the page is wider than the window" in kinds, found
