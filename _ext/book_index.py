@@ -41,7 +41,7 @@ class StatementTerms(SphinxTransform):
     default_priority = 840  # before SphinxDomains (850) collects the index entries
 
     def apply(self, **kwargs: Any) -> None:
-        for node in list(self.document.findall(_STATEMENTS)):
+        for node in list(self.document.findall(lambda n: isinstance(n, _STATEMENTS))):
             title = statement_title(node)
             if not title or not node.get("ids"):
                 continue

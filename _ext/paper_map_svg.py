@@ -106,6 +106,29 @@ def plain(text: str) -> str:
     return text.replace("\\", "")
 
 
+#: The kinds of statement as a box names them: short, so that the whole map fits the
+#: column of a 1280 px window with its text at 10 px or more (the hover text and the
+#: statement itself give the full name).
+SHORT_KINDS = {
+    "Definition": "Def.",
+    "Assumption": "Asm.",
+    "Proposition": "Prop.",
+    "Conjecture": "Conj.",
+    "Lemma": "Lem.",
+    "Theorem": "Thm.",
+    "Corollary": "Cor.",
+    "Remark": "Rem.",
+    "Example": "Ex.",
+    "Observation": "Obs.",
+}
+
+
+def short_name(name: str) -> str:
+    """A statement's name as its box shows it: ``Proposition 5.5`` -> ``Prop. 5.5``."""
+    kind, _, rest = name.partition(" ")
+    return f"{SHORT_KINDS[kind]} {rest}".strip() if kind in SHORT_KINDS else name
+
+
 def hover(node) -> str:
     """The hover text of a node: its name and title (a claim: its statement, cut)."""
     title = re.sub(r"\s+", " ", plain(node.title)).strip()
@@ -128,7 +151,7 @@ def to_dot(graph: PaperMap, href: Callable[[str], str]) -> str:
         style = "filled" if node.kind == "claim" else "rounded,filled"
         style += "" if node.grounded else ",dashed"
         attrs = dict(
-            label=node.name,
+            label=short_name(node.name),
             fillcolor=fill,
             fontcolor=ink,
             color="#1f2328" if node.grounded else "#57606a",
@@ -287,8 +310,9 @@ def map_html(graph: PaperMap, href: Callable[[str], str]) -> tuple[str, str]:
         + (f"{len(missed)} not reproduced, " if missed else "")
         + f"{len(derived)} derived only), a "
         f"claim's is its badge below; a solid outline means that everything the box "
-        f"rests on is verified too, a dashed one that something is not. Every box "
-        f"links to its statement."
+        f"rests on is verified too, a dashed one that something is not. A box names "
+        f"its statement in short ({', '.join(sorted(set(SHORT_KINDS.values())))}); "
+        f"hover for the full name and title, click to read it."
     )
     # a column narrower than the map's smallest size (a phone) scrolls it: say so there
     narrow = float(re.search(r"min-width: ([\d.]+)px", svg).group(1)) + NARROW_EXTRA_PX

@@ -30,12 +30,7 @@ def _reason(row: ClaimRow) -> list[nodes.Node]:
             out = [*math_text(chk.get("what") or chk["name"]), nodes.Text(": ")]
             out += comparison(chk)
             if len(missed) > 1:
-                out.append(
-                    nodes.Text(
-                        f" ({len(missed) - 1} more of the paper's statements did not"
-                        " hold either)"
-                    )
-                )
+                out.append(nodes.Text(f" (and {len(missed) - 1} more)"))
             return out
     if claim.verdict:
         return math_text(claim.verdict)
@@ -93,16 +88,12 @@ def claims_verdict(records: dict[str, dict]) -> list[nodes.Node]:
     ]
     counts = check_counts([c for r in records.values() for c in r["checks"]])
     guarantee = (
-        f"What a build guarantees: it stops at the first asserted check that fails, so "
-        f"all {counts['asserted']} asserted checks of this page passed. A statement "
-        "of the paper marked measured, not asserted, is compared with the paper's "
-        "number without stopping the build: when it does not hold, its claim is NOT "
-        "REPRODUCED."
+        f"A build stops at the first asserted check that fails: all "
+        f"{counts['asserted']} passed. Measured, not asserted: a statement of the "
+        "paper set against the paper's number without stopping the build; one that "
+        "does not hold makes its claim NOT REPRODUCED."
     )
     if only_measured:
-        guarantee += (
-            f" The PASS of {', '.join(only_measured)} rests on such statements alone, "
-            "all of which held."
-        )
+        guarantee += f" The PASS of {', '.join(only_measured)} rests on these alone."
     box += make_para(nodes.Text(guarantee), classes=("attnbook-guarantee",))
     return [box]

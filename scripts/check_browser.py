@@ -308,10 +308,9 @@ _CLIPPED = """
         break;
       }
       if (cell.tagName !== 'TH') continue;
-      const style = getComputedStyle(cell);
-      const line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
-      const pad = parseFloat(style.paddingTop) + parseFloat(style.paddingBottom);
-      const lines = Math.round((cell.clientHeight - pad) / line);
+      const range = document.createRange();
+      range.selectNodeContents(cell);
+      const lines = new Set([...range.getClientRects()].map(r => Math.round(r.bottom))).size;
       const words = text.split(/\\s+/).length;
       if (words > 1 && lines > maxLines && lines >= words - 1) {
         out.push('table crushed: its header "' + short(text) + '" wraps onto ' + lines +
