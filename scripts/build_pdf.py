@@ -122,6 +122,23 @@ _TOO_WIDE = """
 }
 """
 
+# The numbered headings of the article, number -> title, the title's mathematics as the
+# text MathJax gives screen readers: the PDF's bookmarks are named from them (Chromium's
+# own read the number and the words twice and drop the mathematics).
+_HEADINGS = """
+() => Object.fromEntries([...document.querySelectorAll('article h1, article h2, article h3,'
+                                                       + ' article h4')].map(h => {
+  const number = ((h.querySelector('.section-number') || {}).textContent || '').trim();
+  const copy = h.cloneNode(true);
+  copy.querySelectorAll('.headerlink, .section-number').forEach(e => e.remove());
+  copy.querySelectorAll('mjx-container').forEach(m => {
+    const text = m.querySelector('mjx-assistive-mml');
+    m.replaceWith(document.createTextNode(text ? text.textContent : ''));
+  });
+  return [number, copy.textContent.replace(/\\s+/g, ' ').trim()];
+}).filter(([number]) => number))
+"""
+
 _TITLE = (
     "() => (document.querySelector('article h1') || document.querySelector('h1'))"
     "?.innerText.replace(/[#¶]\\s*$/, '').trim() || document.title"
@@ -197,8 +214,9 @@ def _print_group(base_url: str, pages: list[str], out: str, site: str) -> dict:
                     scale=SCALE,
                     **PAPER,
                 )
+                headings = tab.evaluate(_HEADINGS)
                 tab.close()
-                publish_links(path, base_url, site)
+                publish_links(path, base_url, site, headings)
             context.close()
         finally:
             browser.close()
@@ -298,10 +316,36 @@ def _book_page(uri: str, site: str) -> str | None:
     return uri[len(site) :].split("#", 1)[0].split("?", 1)[0] or "index.html"
 
 
-def publish_links(path: Path, base_url: str, site: str) -> None:
+def name_bookmarks(writer: PdfWriter, headings: dict[str, str]) -> None:
+    """Name each bookmark of a numbered section by its number and its heading in
+    ``headings`` (number -> title), once each."""
+    item = writer._root_object.get("/Outlines", {}).get("/First")
+    stack = []
+    while item is not None:
+        node = item.get_object()
+        title = str(node.get("/Title", ""))
+        number = title.split(" ", 1)[0]
+        if number in headings:
+            node[NameObject("/Title")] = TextStringObject(
+                f"{number} {headings[number]}"
+            )
+        if "/First" in node:
+            stack.append(node.get("/Next"))
+            item = node["/First"]
+            continue
+        item = node.get("/Next")
+        while item is None and stack:
+            item = stack.pop()
+
+
+def publish_links(
+    path: Path, base_url: str, site: str, headings: dict[str, str] | None = None
+) -> None:
     """Rewrite the links of a printed page that point at the address it was printed
-    from (``base_url``) to the published book (``site``)."""
+    from (``base_url``) to the published book (``site``), and name its bookmarks from
+    ``headings`` (:func:`name_bookmarks`)."""
     writer = PdfWriter(clone_from=PdfReader(path))
+    name_bookmarks(writer, headings or {})
     for page_obj in writer.pages:
         for annot in _links(page_obj):
             uri = str(annot["/A"]["/URI"])
