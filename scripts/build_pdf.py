@@ -91,7 +91,7 @@ PRINT_CSS = """
 pre, pre code, .highlight pre, div.cell_output pre { white-space: pre-wrap !important;
   word-break: break-word !important; overflow: visible !important; max-height: none !important; }
 img, figure, table, tr, .mjx-container[display="true"], mjx-container[display="true"],
-.attnbook-claim, .attnbook-verdict { break-inside: avoid; }
+.attnbook-verdict, .attnbook-claim-head { break-inside: avoid; }
 thead { display: table-header-group; }
 mjx-container[display="true"] { overflow: visible !important; }
 img { max-width: 100% !important; height: auto !important; }
