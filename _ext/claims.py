@@ -47,6 +47,8 @@ class Claim:
     )
     # the book's own readings of the claim, each shown on a line of its own
     readings: tuple[BookReading, ...] = ()
+    # why the badge is not PASS, in one line, for the verdict at the top of the book
+    verdict: str = ""
 
 
 class ClaimsError(ValueError):
@@ -62,6 +64,7 @@ _CLAIM_FIELDS: dict[str, tuple[type, bool]] = {
     "partial": (bool, False),
     "verifiable": (bool, False),
     "caveat": (str, False),
+    "verdict": (str, False),
     "readings": (list, False),
 }
 _READING_FIELDS: dict[str, tuple[type, bool]] = {
@@ -145,6 +148,7 @@ def load_claims(
                 verifiable=entry.get("verifiable", True),
                 partial=entry.get("partial", False),
                 readings=readings,
+                verdict=entry.get("verdict", ""),
             )
         )
         if "headline" in entry:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from docutils import nodes
 
 from _ext.claim_status import STATUS_CLASSES
+from _ext.counts import counts_sentence, status_tally
 from _ext.dashboard import (
     GROUPS,
     ClaimRow,
@@ -30,6 +31,9 @@ from _ext.dashboard import (
 )
 
 __all__ = [
+    "badge",
+    "make_para",
+    "comparison",
     "math_text",
     "latex_number",
     "claims_dashboard",
@@ -70,25 +74,41 @@ def latex_number(x: float) -> str:
     return rf"{float(mantissa):.3g} \times 10^{{{int(exponent)}}}"
 
 
-def _para(*children: nodes.Node, classes: tuple[str, ...] = ()) -> nodes.paragraph:
+def make_para(*children: nodes.Node, classes: tuple[str, ...] = ()) -> nodes.paragraph:
     para = nodes.paragraph(classes=list(classes))
     for child in children:
         para += child
     return para
 
 
-def _badge(status: str) -> nodes.inline:
+def badge(status: str) -> nodes.inline:
     slug = STATUS_CLASSES.get(status, "unchecked")
     return nodes.inline(
         text=status, classes=["attnbook-badge", f"attnbook-badge-{slug}"]
     )
 
 
-def _comparison(chk: dict[str, Any]) -> nodes.math:
+#: How a value measured without assertion stands against its threshold, in words:
+#: (held, did not hold) for each relation.
+_SIDE = {">=": ("at or above", "below"), "<=": ("at or below", "above")}
+
+
+def comparison(chk: dict[str, Any]) -> list[nodes.Node]:
+    """A check's value against its threshold. An asserted check (which held, or the
+    build stopped) reads as the inequality it verified: ``0.93 ≥ 0.3``. A statement
+    measured without assertion reads as the value and where it falls, never as an
+    inequality that may be false: ``0.8805, below the paper's ≥ 0.945``."""
     rel = _REL.get(chk["relation"], chk["relation"])
-    return nodes.math(
-        text=f"{latex_number(chk['value'])} {rel} {latex_number(chk['threshold'])}"
-    )
+    value, threshold = latex_number(chk["value"]), latex_number(chk["threshold"])
+    if chk.get("asserted", True):
+        return [nodes.math(text=f"{value} {rel} {threshold}")]
+    held, missed = _SIDE.get(chk["relation"], ("meeting", "missing"))
+    whose = "the paper's" if chk.get("reading", "paper") == "paper" else "the book's"
+    return [
+        nodes.math(text=value),
+        nodes.Text(f", {held if chk['passed'] else missed} {whose} "),
+        nodes.math(text=f"{rel} {threshold}"),
+    ]
 
 
 def _where(chk: dict[str, Any], link: Linker, result: Callable) -> list[nodes.Node]:
@@ -112,9 +132,10 @@ def _check_item(chk: dict[str, Any], link: Linker, result: Callable) -> nodes.No
             text="✗ " if asserted else "✗ not reproduced: ", classes=["attnbook-ko"]
         )
     item = nodes.list_item()
-    para = _para(mark, *math_text(chk.get("what") or chk["name"]))
+    para = make_para(mark, *math_text(chk.get("what") or chk["name"]))
     para += nodes.Text(": ")
-    para += _comparison(chk)
+    for node in comparison(chk):
+        para += node
     if chk.get("role") == "control" and asserted:
         para += nodes.emphasis(text=" (negative control)")
     para += nodes.Text(" — ")
@@ -139,7 +160,7 @@ def _check_groups(
     body: list[nodes.Node] = []
     for group, checks in groups.items():
         body.append(
-            _para(nodes.strong(text=GROUPS[group]), classes=("attnbook-group",))
+            make_para(nodes.strong(text=GROUPS[group]), classes=("attnbook-group",))
         )
         items = nodes.bullet_list(classes=["attnbook-checks"])
         for chk in checks:
@@ -166,7 +187,7 @@ def _headline_nodes(
 ) -> list[nodes.Node]:
     """A headline check in words and math: what, value, relation, threshold, links."""
     out: list[nodes.Node] = [*math_text(chk.get("what") or chk["name"])]
-    out += [nodes.Text(": "), _comparison(chk)]
+    out += [nodes.Text(": "), *comparison(chk)]
     if not chk.get("asserted", True):
         out.append(nodes.emphasis(text=" (measured, not asserted)"))
     out.append(nodes.Text(" — "))
@@ -176,9 +197,9 @@ def _headline_nodes(
 def _reading_line(line: ReadingLine, link: Linker, result: Callable) -> nodes.Node:
     """The line of one of the book's own readings of a claim: its badge, what it reads
     and its headline check."""
-    para = _para(
+    para = make_para(
         nodes.strong(text="The book's reading: "),
-        _badge(line.status),
+        badge(line.status),
         nodes.Text(" "),
         *math_text(line.reading.statement),
         classes=("attnbook-reading",),
@@ -198,26 +219,28 @@ def _claim_block(row: ClaimRow, link: Linker, result: Callable) -> nodes.contain
         classes=["attnbook-claim", f"attnbook-claim-{slug}"],
         ids=[f"claim-{claim.id.lower()}"],  # the paper map links here
     )
-    head = _para(_badge(status), nodes.Text(" "), classes=("attnbook-claim-head",))
+    head = make_para(badge(status), nodes.Text(" "), classes=("attnbook-claim-head",))
     head += nodes.strong(text=claim.id + " ")
     for node in math_text(claim.statement):
         head += node
     block += head
     headline = row.headline
     if headline is not None:
-        block += _para(
+        block += make_para(
             *_headline_nodes(headline, link, result), classes=("attnbook-headline",)
         )
     elif status == "NOT CHECKED":
-        block += _para(
+        block += make_para(
             nodes.Text("No evidence of this build is tagged with this claim."),
             classes=("attnbook-headline",),
         )
     for line in row.readings:
         block += _reading_line(line, link, result)
-    body: list[nodes.Node] = [_para(nodes.emphasis(text=f"Source: {claim.source}."))]
+    body: list[nodes.Node] = [
+        make_para(nodes.emphasis(text=f"Source: {claim.source}."))
+    ]
     if claim.caveat:
-        body.append(_para(*math_text(claim.caveat), classes=("attnbook-caveat",)))
+        body.append(make_para(*math_text(claim.caveat), classes=("attnbook-caveat",)))
     groups = row.groups()
     body += _check_groups(groups, link, result)
     summary = _group_summary(groups) if groups else "no check"
@@ -235,20 +258,10 @@ def claims_dashboard(
     when given; ``text`` empty: the chapter's short name), ``result(label)`` one to a
     result of the book (None when unknown), ``built`` the time of the build."""
     rows = claim_rows(records)
-    statuses = [r.status for r in rows]
-    every = [c for r in records.values() for c in r["checks"]]
-    counts = check_counts(every)
-    tally = {s: statuses.count(s) for s in STATUS_CLASSES if s in statuses}
-    summary = _para(classes=("attnbook-summary",))
-    for status, n in tally.items():
-        summary += _badge(status)
-        summary += nodes.Text(f" {n}   ")
+    tally = status_tally(rows)
+    summary = _tally_para(tally)
     summary += nodes.Text(
-        f"— {len(rows)} claims. {counts['passed']} of {counts['asserted']} checks "
-        f"asserted in {len(records)} chapters passed ({counts['evidence']} evidence, "
-        f"{counts['identity']} identities, {counts['control']} controls); "
-        f"{counts['held']} of {counts['measured']} statements of the paper measured "
-        f"without assertion held. Built {built} UTC."
+        f"— {len(rows)} claims. {counts_sentence(records)} Built {built} UTC."
     )
     out: list[nodes.Node] = [summary]
     blocks = nodes.container(classes=["attnbook-claims"])
@@ -261,7 +274,7 @@ def claims_dashboard(
         for tag, checks in sorted(others.items()):
             c = check_counts(checks)
             body.append(
-                _para(
+                make_para(
                     nodes.strong(text=f"{tag}: "),
                     nodes.Text(f"{c['passed']} of {c['asserted']} checks passed"),
                     classes=("attnbook-group",),
@@ -278,11 +291,20 @@ def claims_dashboard(
             + ")",
             body,
         )
+    counts = check_counts([c for r in records.values() for c in r["checks"]])
     log = (
         " ".join(f"{n} {s}" for s, n in tally.items())
         + f"; {counts['passed']}/{counts['asserted']} checks passed"
     )
     return out, log
+
+
+def _tally_para(tally: dict[str, int]) -> nodes.paragraph:
+    summary = make_para(classes=("attnbook-summary",))
+    for status, n in tally.items():
+        summary += badge(status)
+        summary += nodes.Text(f" {n}   ")
+    return summary
 
 
 def text_para(text: str, bold: bool = False) -> nodes.paragraph:

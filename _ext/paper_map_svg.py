@@ -30,7 +30,16 @@ from _ext.paper_map import (
     PaperMap,
 )
 
-__all__ = ["FILL", "to_dot", "render_svg", "map_html", "hover", "plain", "DOT_MISSING"]
+__all__ = [
+    "FILL",
+    "to_dot",
+    "render_svg",
+    "claims_strip",
+    "map_html",
+    "hover",
+    "plain",
+    "DOT_MISSING",
+]
 
 #: Fill and text colour of each verdict (the badges' colours for the dashboard's).
 FILL: dict[str, tuple[str, str]] = {
@@ -52,9 +61,10 @@ _SLUG = {**STATUS_CLASSES, DERIVED: "derived", DEFINITION: "definition"}
 _EDGE = {"statement": "solid", "proof": "dashed", "check": "dotted"}
 FONT = "Helvetica,Arial,sans-serif"
 FONT_PT = 12  # the nodes' text, drawn at one CSS pixel per point
-#: The map is never drawn smaller than this share of its size (text of 10.5 px): a
-#: narrower column (a phone) scrolls it sideways instead.
-MIN_SCALE = 0.88
+#: The map is never drawn smaller than this share of its size (text of 10.2 px, the
+#: whole map in the 672 px column of a 1280 px window): a narrower column (a phone)
+#: scrolls it sideways instead.
+MIN_SCALE = 0.85
 # The page around the column at the widths where the map scrolls (paddings), in px.
 NARROW_EXTRA_PX = 48
 DOT_MISSING = (
@@ -96,6 +106,29 @@ def plain(text: str) -> str:
     return text.replace("\\", "")
 
 
+#: The kinds of statement as a box names them: short, so that the whole map fits the
+#: column of a 1280 px window with its text at 10 px or more (the hover text and the
+#: statement itself give the full name).
+SHORT_KINDS = {
+    "Definition": "Def.",
+    "Assumption": "Asm.",
+    "Proposition": "Prop.",
+    "Conjecture": "Conj.",
+    "Lemma": "Lem.",
+    "Theorem": "Thm.",
+    "Corollary": "Cor.",
+    "Remark": "Rem.",
+    "Example": "Ex.",
+    "Observation": "Obs.",
+}
+
+
+def short_name(name: str) -> str:
+    """A statement's name as its box shows it: ``Proposition 5.5`` -> ``Prop. 5.5``."""
+    kind, _, rest = name.partition(" ")
+    return f"{SHORT_KINDS[kind]} {rest}".strip() if kind in SHORT_KINDS else name
+
+
 def hover(node) -> str:
     """The hover text of a node: its name and title (a claim: its statement, cut)."""
     title = re.sub(r"\s+", " ", plain(node.title)).strip()
@@ -118,7 +151,7 @@ def to_dot(graph: PaperMap, href: Callable[[str], str]) -> str:
         style = "filled" if node.kind == "claim" else "rounded,filled"
         style += "" if node.grounded else ",dashed"
         attrs = dict(
-            label=node.name,
+            label=short_name(node.name),
             fillcolor=fill,
             fontcolor=ink,
             color="#1f2328" if node.grounded else "#57606a",
@@ -234,6 +267,30 @@ def _legend(drawn: set[str]) -> str:
     )
 
 
+def claims_strip(graph: PaperMap, href: Callable[[str], str]) -> str:
+    """The claims of the map as a row of boxes above it, each in its verdict's colour
+    with its badge in words and a link to its block of the dashboard: at every width
+    the reader sees which claims hold before the map (which a phone scrolls)."""
+    keys = []
+    for node in graph.nodes.values():
+        if node.kind != "claim":
+            continue
+        fill, ink = FILL[node.verdict]
+        keys.append(
+            f'<li><a class="attnbook-map-key" href="{html.escape(href(node.id))}" '
+            f'style="background:{fill};color:{ink}" title="{html.escape(hover(node))}">'
+            f"{html.escape(node.name)} "
+            f"<span>{html.escape(node.verdict)}</span></a></li>"
+        )
+    if not keys:
+        return ""
+    return (
+        '<p class="attnbook-map-claims-title">The paper\'s claims, as this build '
+        "verified them (the last column of the map):</p>"
+        f'<ul class="attnbook-map-claims">{"".join(keys)}</ul>'
+    )
+
+
 def map_html(graph: PaperMap, href: Callable[[str], str]) -> tuple[str, str]:
     """The figure of the map (inline SVG, legend, caption) and a one-line summary."""
     svg = render_svg(to_dot(graph, href))
@@ -253,8 +310,9 @@ def map_html(graph: PaperMap, href: Callable[[str], str]) -> tuple[str, str]:
         + (f"{len(missed)} not reproduced, " if missed else "")
         + f"{len(derived)} derived only), a "
         f"claim's is its badge below; a solid outline means that everything the box "
-        f"rests on is verified too, a dashed one that something is not. Every box "
-        f"links to its statement."
+        f"rests on is verified too, a dashed one that something is not. A box names "
+        f"its statement in short ({', '.join(sorted(set(SHORT_KINDS.values())))}); "
+        f"hover for the full name and title, click to read it."
     )
     # a column narrower than the map's smallest size (a phone) scrolls it: say so there
     narrow = float(re.search(r"min-width: ([\d.]+)px", svg).group(1)) + NARROW_EXTRA_PX
@@ -262,6 +320,7 @@ def map_html(graph: PaperMap, href: Callable[[str], str]) -> tuple[str, str]:
         '<figure class="attnbook-map" id="paper-map">'
         f"<style>@media (max-width: {narrow:.0f}px) {{ #paper-map "
         ".attnbook-map-hint { display: block; } }</style>"
+        f"{claims_strip(graph, href)}"
         '<p class="attnbook-map-hint">Swipe the map sideways to see all of it.</p>'
         f'<div class="attnbook-map-scroll">{svg}</div>'
         f"<figcaption>{_legend({n.verdict for n in graph.nodes.values()})}"

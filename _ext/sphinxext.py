@@ -15,7 +15,11 @@ all chapters ran, when pages are written, it replaces
 - ``{claims-dashboard}`` (landing page) by one block per claim C1-C7 with its status,
   a headline statistic and the checks that verify it, folded (:mod:`_ext.pages`), the
   status computed from the records;
-- ``{run-report}`` (*Reproducing this book*) by seeds, run times, versions, hardware.
+- ``{claims-verdict}`` (top of the landing page) by the tally of the badges, every
+  claim that is not PASS with its one-line reason, and what a build guarantees;
+- ``{run-report}`` (*Reproducing this book*) by seeds, run times, versions, hardware;
+- ``{execution-statistics}`` (*Execution statistics*) by each chapter's run: when, how
+  long, its checks; and it puts each chapter's own line of the same under its title.
 
 It stops the build with an error when a chapter that calls ``start_chapter`` left no
 record of this build, when a record belongs to another build, or when a chapter's cells
@@ -42,7 +46,7 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 from sphinx.util.nodes import make_refnode
 
-from _ext import bibstyle, paper_map_ext
+from _ext import bibstyle, book_index, paper_map_ext, run_status
 from _ext.dashboard import (
     attach_results,
     check_counts,
@@ -57,6 +61,7 @@ from _ext.pages import (
     text_para,
 )
 from _ext.record_files import load_records
+from _ext.verdict import claims_verdict
 from attnbook.book.environment import data_table
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
@@ -72,6 +77,10 @@ class run_report_placeholder(nodes.General, nodes.Element):
     """Replaced by the run report when the page is written."""
 
 
+class verdict_placeholder(nodes.General, nodes.Element):
+    """Replaced by the verdict of the build when the page is written."""
+
+
 class ClaimsDashboard(Directive):
     has_content = False
 
@@ -84,6 +93,13 @@ class RunReport(Directive):
 
     def run(self):
         return [run_report_placeholder()]
+
+
+class ClaimsVerdict(Directive):
+    has_content = False
+
+    def run(self):
+        return [verdict_placeholder()]
 
 
 # -------------------------------------------------------------------------- build hooks
@@ -382,14 +398,18 @@ def _on_doctree_resolved(app, doctree, docname) -> None:
         node.replace_self(_dashboard(app, docname))
     for node in list(doctree.findall(run_report_placeholder)):
         node.replace_self(_run_report(app, docname))
+    for node in list(doctree.findall(verdict_placeholder)):
+        node.replace_self(claims_verdict(_build_records(app)))
 
 
 def setup(app):
     bibstyle.register()  # the author-year bibliography style of _config.yml
     app.add_node(dashboard_placeholder)
     app.add_node(run_report_placeholder)
+    app.add_node(verdict_placeholder)
     app.add_directive("claims-dashboard", ClaimsDashboard)
     app.add_directive("run-report", RunReport)
+    app.add_directive("claims-verdict", ClaimsVerdict)
     app.connect("builder-inited", _on_builder_inited)
     app.connect("env-get-outdated", _on_env_get_outdated)
     app.connect("doctree-read", _on_doctree_read)
@@ -397,4 +417,6 @@ def setup(app):
     app.connect("config-inited", _on_config_inited)
     app.add_css_file("attnbook.css")
     paper_map_ext.setup(app, _build_records)  # {paper-map}: the results as a graph
+    book_index.setup(app)  # statements in the general index; the titled proof index
+    run_status.setup(app, _build_records, _chapter_link)  # each chapter's run
     return {"version": "1", "parallel_read_safe": False, "parallel_write_safe": False}

@@ -2,8 +2,9 @@
 
 Chromium prints every page of the built HTML book (``_build/html``), served on localhost
 exactly as a reader's browser shows it once MathJax has typeset it, in print layout: no
-side bars or buttons, code wrapped at the margin instead of cut, the claims dashboard's
-folded checks unfolded. This uses the Chromium the browser test already drives, so the
+side bars or buttons, code wrapped at the margin instead of cut, the code a chapter hides
+left out, tables kept whole or broken between rows, the claims dashboard's folded checks
+unfolded. This uses the Chromium the browser test already drives, so the
 PDFs hold the build's own numbers, figures and typeset mathematics; Jupyter Book's LaTeX
 builder would need a TeX installation and re-render the pages its own way, and its
 HTML-to-PDF builder needs pyppeteer, which downloads its own browser.
@@ -79,7 +80,9 @@ PRINT_CSS = """
 .bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-header-article,
 .prev-next-area, .bd-footer, .bd-footer-content, .bd-footer-article, .header-article,
 #pst-back-to-top, .skip-link, .headerlink, .copybtn, .bd-search, .search-button-field,
-.toggle-details__summary .tag_hide-input, .attnbook-pdf-links { display: none !important; }
+.toggle-details__summary .tag_hide-input, .attnbook-pdf-links,
+.cell.tag_hide-input > details.above-input, .cell.tag_remove-input > .cell_input,
+.attnbook-map-hint { display: none !important; }
 .bd-container { justify-content: flex-start !important; }
 .bd-container__inner { min-width: 0 !important; flex: 1 1 auto !important; }
 .bd-main, .bd-article-container, .bd-content, .bd-article, .bd-page-width, .bd-container,
@@ -87,8 +90,9 @@ PRINT_CSS = """
   padding: 0 !important; }
 pre, pre code, .highlight pre, div.cell_output pre { white-space: pre-wrap !important;
   word-break: break-word !important; overflow: visible !important; max-height: none !important; }
-img, figure, table, .mjx-container[display="true"], mjx-container[display="true"] {
-  break-inside: avoid; }
+img, figure, table, tr, .mjx-container[display="true"], mjx-container[display="true"],
+.attnbook-verdict, .attnbook-claim-head { break-inside: avoid; }
+thead { display: table-header-group; }
 mjx-container[display="true"] { overflow: visible !important; }
 img { max-width: 100% !important; height: auto !important; }
 details > summary { list-style: none; }
@@ -98,7 +102,8 @@ a { color: #1a4f8b !important; text-decoration: none !important; }
 
 _UNFOLD = """
 () => {
-  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  // the dashboard's folded checks, not the code a chapter hides (not printed)
+  document.querySelectorAll('details:not(.above-input)').forEach(d => { d.open = true; });
   document.querySelectorAll('.toggle-hidden, .cell.tag_hide-output .cell_output')
     .forEach(e => e.classList.remove('toggle-hidden'));
 }
@@ -117,16 +122,42 @@ _TOO_WIDE = """
 }
 """
 
+# The numbered headings of the article, number -> title, the title's mathematics as the
+# text MathJax gives screen readers: the PDF's bookmarks are named from them (Chromium's
+# own read the number and the words twice and drop the mathematics).
+_HEADINGS = """
+() => Object.fromEntries([...document.querySelectorAll('article h1, article h2, article h3,'
+                                                       + ' article h4')].map(h => {
+  const number = ((h.querySelector('.section-number') || {}).textContent || '').trim();
+  const copy = h.cloneNode(true);
+  copy.querySelectorAll('.headerlink, .section-number').forEach(e => e.remove());
+  copy.querySelectorAll('mjx-container').forEach(m => {
+    const text = m.querySelector('mjx-assistive-mml');
+    m.replaceWith(document.createTextNode(text ? text.textContent : ''));
+  });
+  return [number, copy.textContent.replace(/\\s+/g, ' ').trim()];
+}).filter(([number]) => number))
+"""
+
 _TITLE = (
     "() => (document.querySelector('article h1') || document.querySelector('h1'))"
     "?.innerText.replace(/[#¶]\\s*$/, '').trim() || document.title"
 )
 
+# The footer of every printed page: the page's title. Its number is stamped on
+# afterwards (:func:`stamp_numbers`): "3 / 21" in the page's own PDF, the book's page
+# number in the whole book, the numbers its contents give.
 _FOOTER = (
     "<div style='font-size:8px;width:100%;padding:0 15mm;color:#666;"
-    "display:flex;justify-content:space-between'><span>{left}</span>"
-    "<span><span class='pageNumber'></span> / <span class='totalPages'></span></span></div>"
+    "display:flex;justify-content:space-between'><span>{left}</span></div>"
 )
+# The page numbers alone, one A4 page each, where the footer leaves them room.
+_NUMBERS = """<!doctype html><html><head><meta charset="utf-8"><style>
+@page {{ size: A4; margin: 0; }}
+body {{ margin: 0; font-family: 'DejaVu Sans', sans-serif; }}
+div {{ height: 297mm; position: relative; break-after: page; overflow: hidden; }}
+span {{ position: absolute; right: 15mm; bottom: 8.2mm; font-size: 6.4pt; color: #666; }}
+</style></head><body>{pages}</body></html>"""
 
 
 def pdf_name(page: str) -> str:
@@ -183,8 +214,9 @@ def _print_group(base_url: str, pages: list[str], out: str, site: str) -> dict:
                     scale=SCALE,
                     **PAPER,
                 )
+                headings = tab.evaluate(_HEADINGS)
                 tab.close()
-                publish_links(path, base_url, site)
+                publish_links(path, base_url, site, headings)
             context.close()
         finally:
             browser.close()
@@ -284,10 +316,36 @@ def _book_page(uri: str, site: str) -> str | None:
     return uri[len(site) :].split("#", 1)[0].split("?", 1)[0] or "index.html"
 
 
-def publish_links(path: Path, base_url: str, site: str) -> None:
+def name_bookmarks(writer: PdfWriter, headings: dict[str, str]) -> None:
+    """Name each bookmark of a numbered section by its number and its heading in
+    ``headings`` (number -> title), once each."""
+    item = writer._root_object.get("/Outlines", {}).get("/First")
+    stack = []
+    while item is not None:
+        node = item.get_object()
+        title = str(node.get("/Title", ""))
+        number = title.split(" ", 1)[0]
+        if number in headings:
+            node[NameObject("/Title")] = TextStringObject(
+                f"{number} {headings[number]}"
+            )
+        if "/First" in node:
+            stack.append(node.get("/Next"))
+            item = node["/First"]
+            continue
+        item = node.get("/Next")
+        while item is None and stack:
+            item = stack.pop()
+
+
+def publish_links(
+    path: Path, base_url: str, site: str, headings: dict[str, str] | None = None
+) -> None:
     """Rewrite the links of a printed page that point at the address it was printed
-    from (``base_url``) to the published book (``site``)."""
+    from (``base_url``) to the published book (``site``), and name its bookmarks from
+    ``headings`` (:func:`name_bookmarks`)."""
     writer = PdfWriter(clone_from=PdfReader(path))
+    name_bookmarks(writer, headings or {})
     for page_obj in writer.pages:
         for annot in _links(page_obj):
             uri = str(annot["/A"]["/URI"])
@@ -297,6 +355,57 @@ def publish_links(path: Path, base_url: str, site: str) -> None:
                 )
     with open(path, "wb") as f:
         writer.write(f)
+
+
+def number_pages(labels: list[str], path: Path) -> PdfReader:
+    """A PDF of ``len(labels)`` blank A4 pages, each with its label where the footer
+    shows the page number (printed by Chromium, so in the footer's font)."""
+    from playwright.sync_api import sync_playwright
+
+    pages = "".join(f"<div><span>{html.escape(label)}</span></div>" for label in labels)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=find_chromium(), args=CHROMIUM_ARGS
+        )
+        try:
+            tab = browser.new_page()
+            tab.set_content(_NUMBERS.format(pages=pages))
+            tab.pdf(path=str(path), print_background=False, prefer_css_page_size=True)
+        finally:
+            browser.close()
+    numbers = PdfReader(path)
+    if len(numbers.pages) != len(labels):
+        raise RuntimeError(
+            f"page numbers: {len(numbers.pages)} pages printed for {len(labels)} labels"
+        )
+    return numbers
+
+
+def stamp_numbers(writer: PdfWriter, numbers: PdfReader, first: int = 0) -> None:
+    """Lay the pages of ``numbers`` over the pages of ``writer`` from ``first`` on,
+    one on one."""
+    for page_obj, label in zip(writer.pages[first:], numbers.pages):
+        page_obj.merge_page(label)
+
+
+def number_page_pdfs(out: Path, pages: list[str]) -> None:
+    """Stamp "k / n" on the pages of every page's own PDF (one print of the numbers
+    for all of them)."""
+    counts = [len(PdfReader(out / pdf_name(page)).pages) for page in pages]
+    labels = [f"{k} / {n}" for n in counts for k in range(1, n + 1)]
+    numbers = number_pages(labels, out / "_numbers.pdf")
+    start = 0
+    for page, n in zip(pages, counts):
+        path = out / pdf_name(page)
+        writer = PdfWriter(clone_from=PdfReader(path))
+        part = PdfWriter()
+        for page_obj in numbers.pages[start : start + n]:
+            part.add_page(page_obj)
+        stamp_numbers(writer, part)
+        start += n
+        with open(path, "wb") as f:
+            writer.write(f)
+    (out / "_numbers.pdf").unlink()
 
 
 def build_book_pdf(
@@ -372,6 +481,11 @@ def build_book_pdf(
             annot[NameObject("/A")] = DictionaryObject(
                 {NameObject("/S"): NameObject("/GoTo"), NameObject("/D"): dest}
             )
+    # the book's page numbers, the ones its contents give (the title page unnumbered)
+    numbers = number_pages(
+        [str(k) for k in range(2, len(writer.pages) + 1)], out / "_numbers.pdf"
+    )
+    stamp_numbers(writer, numbers, first=1)
     writer.add_metadata(
         {
             "/Title": "attnbook",
@@ -384,6 +498,7 @@ def build_book_pdf(
     with open(path, "wb") as f:
         writer.write(f)
     front.unlink()
+    (out / "_numbers.pdf").unlink()
     return path
 
 
@@ -406,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[attnbook] {err}", file=sys.stderr)
         return 1
     book = build_book_pdf(args.out, parts, titles, site_url())
+    number_page_pdfs(args.out, pages)
     published = args.html_dir / "pdf"
     shutil.rmtree(published, ignore_errors=True)
     shutil.copytree(args.out, published)

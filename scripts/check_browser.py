@@ -2,13 +2,18 @@
 
 The built HTML is served on localhost; every request to another host is refused, so the pages
 must render from the book's own files (MathJax included). Each page of ``_toc.yml`` is opened at
-desktop width (1400 px) and at phone width (390 px); once MathJax has typeset the page, the
-checks are:
+desktop width (1400 px), laptop width (1280 px) and phone width (390 px); once MathJax has typeset
+the page, the checks are:
 
 - every formula is typeset, without a MathJax error and without an undefined macro (MathJax's
   ``noundefined`` package draws ``\\foo`` as red text instead of failing);
-- no display equation and no table is wider than its box at desktop width (at phone width the
-  overflows are counted, not failed: the theme lets such boxes scroll sideways);
+- at every width: no display equation is clipped (its box cuts a line of it off), no table is
+  crushed (a header cell wrapped onto more than :data:`MAX_HEADER_LINES` lines, one word a
+  line, or a word wider than its cell), no figure's image overlaps its caption, and the page
+  is not wider than the window;
+- no display equation and no table is wider than its box at desktop and laptop width (at
+  phone width the overflows are counted, not failed: the theme lets such boxes scroll
+  sideways);
 - every image loads; every link into the book points at a file and an anchor that exist;
 - the browser console shows no error and the page raises no script error.
 
@@ -65,8 +70,11 @@ class Viewport:
 
 
 DESKTOP = Viewport("desktop", 1400, 900, strict_overflow=True)
+LAPTOP = Viewport("laptop", 1280, 800, strict_overflow=True)
 PHONE = Viewport("phone", 390, 844, strict_overflow=False)
-VIEWPORTS = (DESKTOP, PHONE)
+VIEWPORTS = (DESKTOP, LAPTOP, PHONE)
+#: A table header cell wrapped onto more lines than this, about one word a line, is crushed.
+MAX_HEADER_LINES = 3
 
 
 @dataclass
@@ -272,6 +280,63 @@ _OVERFLOWS = """
 }
 """
 
+# What no reader should see at any width: a display equation cut off by its box (a line of
+# it hidden), a crushed table (a header cell wrapped word by word, or a word wider than its
+# cell), a figure's image over its caption, a page wider than the window.
+_CLIPPED = """
+([tolerance, maxLines]) => {
+  const out = [];
+  const short = s => s.replace(/\\s+/g, ' ').trim().slice(0, 90);
+  const visible = el => el.getClientRects().length > 0;
+  for (const c of document.querySelectorAll('mjx-container[display="true"]')) {
+    if (!visible(c)) continue;
+    const math = c.querySelector('mjx-math') || c;
+    const hidden = getComputedStyle(c).overflowY !== 'visible';
+    const cut = Math.max(math.getBoundingClientRect().height - c.clientHeight,
+                         hidden ? c.scrollHeight - c.clientHeight : 0);
+    if (cut > tolerance + 2) out.push('display equation clipped by ' + Math.round(cut) +
+      ' px (a line of it is hidden): ' + short(c.textContent));
+  }
+  for (const t of document.querySelectorAll('article table')) {
+    if (!visible(t)) continue;
+    const first = short((t.querySelector('tr') || t).textContent);
+    for (const cell of t.querySelectorAll('th, td')) {
+      const text = cell.innerText.trim();
+      if (!text) continue;
+      if (cell.scrollWidth > cell.clientWidth + tolerance) {
+        out.push('table cut: a word is wider than its cell ("' + short(text) + '") in ' + first);
+        break;
+      }
+      if (cell.tagName !== 'TH') continue;
+      const range = document.createRange();
+      range.selectNodeContents(cell);
+      const lines = new Set([...range.getClientRects()].map(r => Math.round(r.bottom))).size;
+      const words = text.split(/\\s+/).length;
+      if (words > 1 && lines > maxLines && lines >= words - 1) {
+        out.push('table crushed: its header "' + short(text) + '" wraps onto ' + lines +
+                 ' lines in ' + first);
+        break;
+      }
+    }
+  }
+  for (const f of document.querySelectorAll('article figure')) {
+    const cap = f.querySelector('figcaption');
+    if (!cap || !visible(cap)) continue;
+    const c = cap.getBoundingClientRect();
+    for (const img of f.querySelectorAll('img')) {
+      const r = img.getBoundingClientRect();
+      const h = Math.min(r.bottom, c.bottom) - Math.max(r.top, c.top);
+      const w = Math.min(r.right, c.right) - Math.max(r.left, c.left);
+      if (h > tolerance && w > tolerance) out.push('figure image overlaps its caption by ' +
+        Math.round(h) + ' px: ' + short(cap.textContent));
+    }
+  }
+  const wide = document.documentElement.scrollWidth - window.innerWidth;
+  if (wide > tolerance) out.push('the page is wider than the window by ' + wide + ' px');
+  return out;
+}
+"""
+
 _LINKS_AND_IDS = """
 () => ({
   // an SVG link's href is not a string (the paper map): resolve its attribute
@@ -320,6 +385,8 @@ def check_page(context, html_dir: Path, base_url: str, page: str, viewport: View
                 text = (f"{o['kind']} wider than its {o['box']} px box by {o['px']} px "
                         f"at {viewport.width} px: {o['what']}")
                 (report.problems if viewport.strict_overflow else report.notes).append(text)
+            report.problems += [f"{p} at {viewport.width} px" for p in
+                                tab.evaluate(_CLIPPED, [OVERFLOW_TOLERANCE_PX, MAX_HEADER_LINES])]
         else:
             report.tables = tab.locator("table").count()
         if check_links:
@@ -448,6 +515,51 @@ def check_offline_file(html_dir: Path, page: str = "index.html") -> PageReport:
 # The paper map on the landing page (_ext.paper_map_svg): the map's text must read
 # at least this large (CSS pixels) at every viewport; below, the map scrolls sideways.
 MAP_MIN_FONT_PX = 10.0
+#: From this window width up, the whole map fits the column, its claims included.
+MAP_FITS_FROM_PX = 1280
+
+_FIRST_SCREEN = """
+() => {
+  const box = document.getElementById('verdict');
+  if (!box) return null;
+  const parts = [...box.querySelectorAll(':scope > p, :scope > ul > li')];
+  return {height: window.innerHeight, parts: parts.map(e => ({
+    text: e.innerText.replace(/\\s+/g, ' ').trim().slice(0, 70),
+    bottom: e.getBoundingClientRect().bottom}))};
+}
+"""
+
+
+def check_first_screen(html_dir: Path, viewport: Viewport, screenshot_dir: Path | None = None,
+                       page: str = "intro.html") -> list[str]:
+    """What of the verdict of the build is not on the landing page's first screen at
+    ``viewport`` (empty: the tally, every claim that is not PASS with its reason and what a
+    build guarantees show before the reader scrolls). A screenshot of the first screen goes
+    to ``<screenshot_dir>/<viewport>/first_screen.png``."""
+    from playwright.sync_api import sync_playwright
+
+    with serve(Path(html_dir)) as base_url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(
+                viewport={"width": viewport.width, "height": viewport.height},
+                is_mobile=viewport.width < 600, has_touch=viewport.width < 600)
+            offline_routes(context, base_url, [])
+            tab = context.new_page()
+            tab.goto(base_url + page, wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
+            tab.evaluate(WAIT_FOR_MATHJAX, PAGE_TIMEOUT_S * 1000)
+            found = tab.evaluate(_FIRST_SCREEN)
+            if screenshot_dir is not None:
+                path = Path(screenshot_dir) / viewport.name / "first_screen.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tab.screenshot(path=str(path))
+        finally:
+            browser.close()
+    if found is None:
+        return [f"no verdict (#verdict) on {page}"]
+    return [f"below the first screen at {viewport.width} x {viewport.height} px (bottom at "
+            f"{p['bottom']:.0f} px): {p['text']!r}"
+            for p in found["parts"] if p["bottom"] > found["height"]]
 
 _MAP_INFO = """
 () => {
@@ -465,6 +577,8 @@ _MAP_INFO = """
           pageOverflow: document.documentElement.scrollWidth - window.innerWidth,
           hint: [...document.querySelectorAll('figure.attnbook-map .attnbook-map-hint')].some(
             e => getComputedStyle(e).display !== 'none'),
+          strip: [...document.querySelectorAll('figure.attnbook-map ul.attnbook-map-claims a')]
+            .map(a => a.getAttribute('href')),
           captionOverflow: Math.max(...[...document.querySelectorAll(
             'figure.attnbook-map figcaption, figure.attnbook-map figcaption *')].map(
             e => e.getBoundingClientRect().right - scroller.getBoundingClientRect().right))};
@@ -547,6 +661,13 @@ def check_paper_map(html_dir: Path, viewport: Viewport, screenshot_dir: Path | N
                                        f"by {info['captionOverflow']:.0f} px")
             report.problems += [f"map node {n['id']} has no link or no hover title"
                                 for n in info["nodes"] if not n["href"] or not n["title"]]
+            claims = [n["href"] for n in info["nodes"] if n["href"].startswith("#claim-")]
+            if sorted(info["strip"]) != sorted(claims):
+                report.problems.append(f"the claims above the map ({info['strip']}) are not "
+                                       f"the map's claims ({claims})")
+            if report.scrolls and viewport.width >= MAP_FITS_FROM_PX:
+                report.problems.append(f"the map scrolls sideways at {viewport.width} px: "
+                                       "the column of its claims is cut off")
             if screenshot_dir is not None:
                 path = Path(screenshot_dir) / viewport.name / "paper_map.png"
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -79,10 +79,35 @@ def _overlaps(labels, renderer, horizontal: bool) -> list[str]:
     ]
 
 
+def _labels(fig) -> list:
+    """The titles and axis labels of ``fig`` (each axes' and the figure's own), shown
+    and not empty."""
+    texts = [fig._suptitle, fig._supxlabel, fig._supylabel]
+    for ax in fig.axes:
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label]
+        texts.append(ax.yaxis.label)
+    return [t for t in texts if t is not None and t.get_visible() and t.get_text()]
+
+
+def overlapping_labels(fig, renderer) -> list[str]:
+    """Pairs of titles and axis labels of ``fig`` that overlap (a row's x label over
+    the next row's title, after the figure was shrunk to the column)."""
+    found = []
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _labels(fig)]
+    for k, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[k + 1 :]:
+            w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if w > 0.5 and h > 0.5:  # half a pixel: glyph rounding
+                found.append(f"overlapping labels {a!r} and {b!r}")
+    return found
+
+
 def audit(fig) -> list[str]:
     """What keeps ``fig`` from reading well at the column width: wider than the
     column, a text smaller than :data:`MIN_FONT_PT`, an axes with several series and
-    no legend, overlapping tick labels. Empty when the figure reads well."""
+    no legend, overlapping tick labels, titles and axis labels that overlap. Empty
+    when the figure reads well."""
     problems = []
     width = fig.get_size_inches()[0]
     if width > COLUMN_WIDTH_IN + 1e-9:
@@ -114,4 +139,5 @@ def audit(fig) -> list[str]:
                     inside.append(label)
             for pair in _overlaps(inside, renderer, horizontal):
                 problems.append(f"{name!r}: overlapping tick labels {pair}")
+    problems += overlapping_labels(fig, renderer)
     return problems

@@ -41,7 +41,8 @@ def _legend(fig, handles: list, ncol: int, bottom: float) -> None:
     fig.legend(
         handles=handles, loc="lower center", ncol=ncol, fontsize=10, frameon=False
     )
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+    # laid out again whenever drawn: after fit_to_column too
+    fig.set_layout_engine("tight", rect=(0, bottom, 1, 1))
 
 
 def curve_figure(runs: ProtocolRuns, name: str, title: str, labels: Sequence[str]):

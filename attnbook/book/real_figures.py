@@ -44,7 +44,8 @@ def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
     fig.legend(
         handles, labels, loc="lower center", ncol=ncol, fontsize=10, frameon=False
     )
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+    # laid out again whenever drawn: after fit_to_column too
+    fig.set_layout_engine("tight", rect=(0, bottom, 1, 1))
 
 
 def picture_figure(
@@ -138,7 +139,7 @@ def null_figure(
         ),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=10, frameon=False)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.set_layout_engine("tight", rect=(0, 0.1, 1, 1))
     return fig
 
 

@@ -52,9 +52,10 @@ def reports() -> dict[tuple[str, str], cb.PageReport]:
 @pytest.mark.parametrize("viewport", [v.name for v in cb.VIEWPORTS])
 @pytest.mark.parametrize("page", PAGES)
 def test_page_reads(reports, page: str, viewport: str) -> None:
-    """No MathJax error or undefined macro, no overflow at desktop width, every image
-    and in-book link resolves, no console error, nothing fetched from outside the
-    book."""
+    """No MathJax error or undefined macro, no overflow at desktop and laptop width,
+    no clipped display, crushed table or figure over its caption at any width, every
+    image and in-book link resolves, no console error, nothing fetched from outside
+    the book."""
     report = reports[(viewport, page)]
     assert not report.problems, f"{page} at {viewport} width:\n  " + "\n  ".join(
         report.problems
@@ -93,6 +94,17 @@ def test_paper_map_reads_and_its_links_land_on_statements(viewport) -> None:
     print(f"\n[attnbook] paper map at {viewport.name}:", json.dumps(cb.asdict(report)))
     assert not report.problems, "\n  ".join(report.problems)
     assert report.nodes > 0 and report.edges > 0 and len(report.followed) == 2
+
+
+@needs_build
+@pytest.mark.parametrize("viewport", [cb.LAPTOP, cb.PHONE], ids=["laptop", "phone"])
+def test_the_verdict_is_on_the_first_screen(viewport) -> None:
+    """The landing page's first screen, at 1280 x 800 and 390 x 844, shows the tally of
+    the badges, every claim that is not PASS with its reason, and what a build
+    guarantees."""
+    shots = cb.default_screenshot_dir(HTML_DIR)
+    problems = cb.check_first_screen(HTML_DIR, viewport, shots)
+    assert not problems, "\n  ".join(problems)
 
 
 @needs_build
@@ -172,3 +184,42 @@ def test_page_assets_drops_repeated_scripts() -> None:
     context = {"script_files": list(scripts)}
     page_assets.dedupe_scripts(None, "page", "page.html", context, None)
     assert context["script_files"] == [scripts[0], scripts[1], scripts[3]]
+
+
+CRUSHED_PAGE = """<!doctype html><html><body style="margin:0">
+<article style="width:300px">
+<mjx-container display="true" style="display:block;overflow:hidden;height:18px">
+<mjx-math style="display:block;height:54px">a = b<br>c = d<br>e = f</mjx-math>
+</mjx-container>
+<table style="width:300px;table-layout:fixed"><tr>{heads}</tr><tr>{cells}</tr></table>
+<figure><img style="display:block;width:200px;height:80px;margin-bottom:-40px">
+<figcaption>Figure 1. A caption under its image.</figcaption></figure>
+<div style="width:500px">wider than the window</div>
+</article></body></html>"""
+
+
+def test_the_checker_finds_clipped_displays_crushed_tables_and_covered_captions():
+    """The checks a reader's eye makes, on a page made to fail them: a display cut to
+    its first line, a table of ten long headers in a narrow column, an image over its
+    caption, a page wider than the window."""
+    from playwright.sync_api import sync_playwright
+
+    heads = "".join(f"<th>mean test accuracy of run {k}</th>" for k in range(10))
+    page = CRUSHED_PAGE.format(heads=heads, cells="<td>0.5</td>" * 10)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=cb.find_chromium(), args=cb.CHROMIUM_ARGS
+        )
+        try:
+            tab = browser.new_page(viewport={"width": 390, "height": 844})
+            tab.set_content(page)
+            found = tab.evaluate(
+                cb._CLIPPED, [cb.OVERFLOW_TOLERANCE_PX, cb.MAX_HEADER_LINES]
+            )
+        finally:
+            browser.close()
+    kinds = [p.split(":")[0].split(" by ")[0] for p in found]
+    assert "display equation clipped" in kinds, found
+    assert any(k.startswith("table c") for k in kinds), found
+    assert "figure image overlaps its caption" in kinds, found
+    assert "the page is wider than the window" in kinds, found

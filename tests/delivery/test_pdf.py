@@ -177,3 +177,24 @@ def test_every_page_offers_its_pdf_and_the_book_pdf():
         'class="attnbook-book-pdf" href="pdf/attnbook.pdf"'
         in (HTML_DIR / "intro.html").read_text()
     )
+
+
+def test_footers_bookmarks_and_no_hidden_code():
+    """The book's footers carry its own page numbers (the ones its contents give), a
+    page's PDF counts its pages ("k / n"); a page's bookmarks name each numbered
+    section once; the code a chapter hides is not printed."""
+    from pypdf import PdfReader
+
+    book = _text(BOOK)
+    for number, text in enumerate(book, 1):
+        if number > 1:
+            assert text.rstrip().endswith(str(number)), f"book page {number}"
+        assert "Hide code cell source" not in text, f"book page {number}"
+    for doc in _pages():
+        path = PDF_DIR / f"{Path(doc).name}.pdf"
+        pages = _text(path)
+        assert pages[-1].rstrip().endswith(f"{len(pages)} / {len(pages)}"), doc
+        titles = [i.title for i in PdfReader(path).outline if not isinstance(i, list)]
+        for title in titles:
+            number = title.split(" ", 1)[0]
+            assert title.count(number) == 1 or not number[:1].isdigit(), title

@@ -15,6 +15,7 @@ import re
 import pytest
 from docutils import nodes
 
+from _ext.counts import counts_sentence, measured_parts
 from _ext.dashboard import (
     CLAIMS,
     HEADLINES,
@@ -27,8 +28,9 @@ from _ext.dashboard import (
     status_of,
 )
 from _ext.dashboard_audit import dashboard_problems
-from _ext.pages import claims_dashboard
+from _ext.pages import claims_dashboard, comparison
 from _ext.record_files import load_records
+from _ext.verdict import claims_verdict
 
 from conftest import check_record
 
@@ -197,6 +199,83 @@ def test_the_dashboard_renders_the_book_reading_apart():
     c5 = [n for n in out[1].children if "C5 " in n.astext()][0]
     classes = c5["classes"]
     assert "attnbook-claim-pass" in classes  # the claim's own badge is PASS
+
+
+# ------------------------------------------------------------------ the verdict
+def _text(found) -> str:
+    return " ".join(n.astext() for n in found)
+
+
+def test_a_measured_statement_reads_as_what_it_is():
+    """A statement measured without assertion is its value and where it falls against
+    the paper's threshold, never an inequality that may be false; an asserted check
+    is the inequality it verified."""
+    missed = check_record(
+        "acc", value=0.8805, threshold=0.945, passed=False, asserted=False
+    )
+    assert _text(comparison(missed)) == "0.8805 , below the paper's  \\geq 0.945"
+    above = {**missed, "relation": "<=", "value": 0.7487, "threshold": 0.5}
+    assert "0.7487 , above the paper's" in _text(comparison(above))
+    held = {**missed, "value": 0.95, "passed": True, "reading": "book"}
+    assert ", at or above the book's" in _text(comparison(held))
+    asserted = check_record("gap", value=0.15, threshold=0.05)
+    assert _text(comparison(asserted)) == "0.15 \\geq 0.05"
+
+
+def test_the_counts_add_up_and_name_their_parts():
+    rec = _records(
+        _chk("imdb_cls_min_seed"),
+        _chk("c6a_acc", claim="C6a", passed=False, asserted=False),
+        _chk("c6a_loss", claim="C6a", passed=False, asserted=False),
+        _chk("c6b_units", claim="C6b", asserted=False),
+        _chk("synthetic_x", passed=False, asserted=False, reading="book"),
+        _chk("limit", claim="limits", passed=False, asserted=False),
+    )
+    parts = measured_parts(rec)
+    assert (parts["measured"], parts["held"], parts["missed"]) == (5, 1, 4)
+    assert parts["paper"] == {"C6a": 2} and parts["book"] == {"C5": 1}
+    missed = sum(parts["paper"].values()) + sum(parts["book"].values())
+    assert missed + parts["untied"] == parts["missed"]
+    text = counts_sentence(rec)
+    assert "5 statements measured without assertion: 1 held, 4 did not" in text
+    assert "2 statements of the paper (2 under C6a" in text
+    assert "1 of the book's own readings (1 under C5" in text
+    assert "1 tied to no claim" in text
+
+
+def test_the_verdict_names_every_claim_that_is_not_pass():
+    rec = _records(
+        _chk("imdb_cls_min_seed"),
+        _chk("c6a_gap", claim="C6a"),
+        check_record(
+            "c6a_acc",
+            claim="C6a",
+            value=0.88,
+            threshold=0.945,
+            passed=False,
+            asserted=False,
+            what="best test accuracy",
+        ),
+        _chk("c6b_units", claim="C6b", asserted=False),
+    )
+    (box,) = claims_verdict(rec)
+    text = box.astext()
+    rows = claim_rows(rec)
+    tally = {s: sum(r.status == s for r in rows) for s in {r.status for r in rows}}
+    assert f"Of the paper's {len(rows)} claims" in text
+    assert f"NOT REPRODUCED {tally['NOT REPRODUCED']}" in text
+    items = list(box.findall(nodes.list_item))
+    assert len(items) == sum(r.status != "PASS" for r in rows)
+    c6a = [i.astext() for i in items if i.astext().startswith("NOT REPRODUCED C6a")]
+    assert c6a and "best test accuracy: 0.88, below the paper's" in c6a[0]
+    refs = [r["refuri"] for r in box.findall(nodes.reference)]
+    assert "#claim-c6a" in refs
+    # every claim with a verdict of its own shows it; the rest say what the rule says
+    for claim in CLAIMS:
+        if claim.verdict:
+            assert claim.verdict.split("$")[0].strip()[:30] in text, claim.id
+    assert "The PASS of C6b rests on these alone" in text
+    assert "fails: all 2 passed" in text
 
 
 # ------------------------------------------------------------------ the tables

@@ -84,6 +84,30 @@ def test_audit_finds_overlapping_ticks():
     assert not any("overlapping" in p for p in plotting.audit(fig))
 
 
+def _two_rows(layout_engine: bool):
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.8))
+    for ax in axes.ravel():
+        ax.plot([0, 1], [0, 1])
+        ax.set_title("IMDB: value score $E_s \\cdot v$", fontsize=11.5)
+        ax.set_xlabel("importance $P(1 \\mid s) - P(0 \\mid s)$")
+    if layout_engine:
+        fig.set_layout_engine("tight", rect=(0, 0.06, 1, 1))
+    else:
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def test_audit_finds_a_label_over_the_next_rows_title():
+    """Laid out once at 9 inches, then shrunk to the column, a row's x label runs into
+    the title below it; a figure laid out again when drawn does not."""
+    fig = _two_rows(layout_engine=False)
+    plotting.fit_to_column(fig)
+    assert any("overlapping labels" in p for p in plotting.audit(fig))
+    fig = _two_rows(layout_engine=True)
+    plotting.fit_to_column(fig)
+    assert plotting.audit(fig) == []
+
+
 def test_show_fits_wide_figures_and_refuses_unreadable_ones():
     fig, axes = plt.subplots(1, 2, figsize=(14, 4))
     for ax in axes:
@@ -251,3 +275,28 @@ def test_figures_are_fitted_to_the_column_when_displayed():
     assert width_in == pytest.approx(plotting.COLUMN_WIDTH_IN)
     assert width_px <= plotting.COLUMN_WIDTH_IN * plotting.SCREEN_DPI
     assert font >= plotting.MIN_FONT_PT
+
+
+# ---------------------------------------------------------------- figures described
+def test_a_figure_is_described_by_its_caption():
+    """Every image of a figure takes the caption, its math in plain characters, as its
+    alternative text; an image's own alternative text stays."""
+    from _ext.page_assets import describe_figures, plain_tex
+
+    assert plain_tex(r"\boldsymbol{E}_s\cdot\boldsymbol{v}") == "E_s·v"
+    assert plain_tex(r"\frac{\eta}{2}\alpha_s\lVert\bv\rVert^2") == "(η)/(2)α_s‖v‖^2"
+    doc = nodes.document(None, None)
+    figure = nodes.figure()
+    figure += nodes.image(uri="_images/3f2a.png")
+    caption = nodes.caption()
+    caption += nodes.Text("Value score ")
+    caption += nodes.math(text=r"\E_s \cdot \bv")
+    caption += nodes.Text(" against the prediction.")
+    figure += caption
+    own = nodes.figure()
+    own += nodes.image(uri="_images/b.png", alt="its own words")
+    own += nodes.caption(text="A caption.")
+    doc += [figure, own]
+    describe_figures(None, doc, "page")
+    alts = [image["alt"] for image in doc.findall(nodes.image)]
+    assert alts == ["Value score E_s · v against the prediction.", "its own words"]
