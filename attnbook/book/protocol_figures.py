@@ -202,3 +202,18 @@ def styled_cross_table(table: pd.DataFrame):
     page."""
     first = [c for c in table.columns if c.startswith("first")]
     return table.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
+
+
+def styled_nearest(table: pd.DataFrame):
+    """Either table of :func:`attnbook.experiments.protocol_runs.nearest_tables`
+    formatted for the page: steps and seeds as integers, distances (in units of the
+    paper's rounding) to one decimal, accuracies and losses to three."""
+    ints = [c for c in table.columns if c.endswith(("step", "seed"))]
+    dist = [c for c in table.columns if c.endswith("distance")]
+    numeric = table.select_dtypes("number").columns
+    floats = [c for c in numeric if c not in ints + dist]
+    return (
+        table.style.format("{:.3f}", subset=floats)
+        .format("{:.0f}", subset=ints)
+        .format("{:.1f}", subset=dist)
+    )

@@ -24,7 +24,9 @@ module measures the statistic where the claim predicts it and where it predicts 
   distribution (:class:`ControlledTrend`);
 - :func:`runs_trend` -- the same from the runs of
   :func:`attnbook.experiments.seeded_runs.label_control_runs`;
-- :func:`control_table` -- the numbers of several claims' statistics side by side.
+- :func:`control_table` -- the numbers of several claims' statistics side by side;
+- :func:`redrawn_margin` -- how a check "every initialisation clears the threshold"
+  would fare redrawn: its margin in units of its own spread, and how often it fails.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ __all__ = [
     "controlled_trend",
     "runs_trend",
     "control_table",
+    "redrawn_margin",
 ]
 
 #: The shapes of a trend, with the statistic that measures each.
@@ -360,3 +363,47 @@ def runs_trend(
         shuffled_train=own,
         level=level,
     )
+
+
+def redrawn_margin(
+    trend: ControlledTrend,
+    statistic: str,
+    rng: np.random.Generator,
+    *,
+    n_labels: int | None = None,
+    n_shuffled: int | None = None,
+    draws: int = 20_000,
+) -> dict[str, float]:
+    """How the check ``trend.margin(statistic) >= 0`` (the smallest real-label value
+    clears the shuffled-label threshold) would fare with its runs drawn again.
+
+    The real-label and the shuffled-label values are modelled as Gaussian, with the
+    mean and standard deviation of the runs (at least two of each); ``draws`` times,
+    ``n_labels`` real-label and ``n_shuffled`` shuffled values (default: as many as
+    the runs) are drawn and the margin recomputed with :func:`control_threshold` at
+    the trend's level. Returns the ``margin`` of the runs, the standard deviation of
+    the redrawn margins (``sd``), the margin in those units (``z``) and the share of
+    draws with a negative margin (``fail``)."""
+    real = trend.values("labels", statistic)
+    null = trend.values("shuffled", statistic)
+    if real.size < 2:
+        raise ValueError("need at least two real-label runs to estimate their spread")
+    n_labels = real.size if n_labels is None else check_count(n_labels, "n_labels")
+    if n_shuffled is None:
+        n_shuffled = null.size
+    n_shuffled = check_count(n_shuffled, "n_shuffled", minimum=3)
+    draws = check_count(draws, "draws")
+    labels = rng.normal(real.mean(), real.std(ddof=1), (draws, n_labels))
+    shuffled = rng.normal(null.mean(), null.std(ddof=1), (draws, n_shuffled))
+    t = student_t.ppf(trend.level, n_shuffled - 1)
+    bound = shuffled.mean(1) + t * shuffled.std(1, ddof=1) * math.sqrt(
+        1 + 1 / n_shuffled
+    )
+    margins = labels.min(1) - np.maximum(bound, shuffled.max(1))
+    margin, sd = trend.margin(statistic), float(margins.std(ddof=1))
+    return {
+        "margin": margin,
+        "sd": sd,
+        "z": margin / sd,
+        "fail": float((margins < 0).mean()),
+    }

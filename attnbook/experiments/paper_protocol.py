@@ -10,7 +10,9 @@ numbers are not stated. :func:`paper_number_table`, :func:`window_steps` and
 :func:`matching_steps` locate them on curves of
 :func:`attnbook.experiments.curves.ablation_curves`, reading every number as exact to
 the rounding with which the paper gives it (:data:`PAPER_ROUNDING`), the same window for
-both models; :func:`accuracy_gap` compares the two models' test accuracies;
+both models; :func:`window_distance` and :func:`nearest_point` say how far a curve
+comes from them, in units of that window; :func:`accuracy_gap` compares the two
+models' test accuracies;
 :func:`crossing_steps` does the same for the spread ratios of
 :func:`attnbook.experiments.curves.spread_curves`.
 """
@@ -31,10 +33,13 @@ __all__ = [
     "PAPER_ROUNDING",
     "window_steps",
     "matching_steps",
+    "window_distance",
+    "nearest_point",
     "accuracy_gap",
     "loss_rise",
     "crossing_steps",
     "accuracy_descriptions",
+    "nearest_descriptions",
     "spread_descriptions",
 ]
 
@@ -138,6 +143,58 @@ def matching_steps(
     ]
 
 
+def window_distance(
+    accuracy: float,
+    loss: float,
+    model: str,
+    *,
+    rounding: Mapping[str, float] = PAPER_ROUNDING,
+) -> float:
+    """How far ``(accuracy, loss)`` lies from the paper's numbers for ``model`` (a key
+    of :data:`PAPER_ACCURACY_LOSS`), in units of the paper's rounding: the larger of
+    ``|accuracy - paper| / rounding["accuracy"]`` and ``|loss - paper| /
+    rounding["loss"]``. At most 1 exactly when both lie in the window of
+    :func:`window_steps`."""
+    if model not in PAPER_ACCURACY_LOSS:
+        raise ValueError(f"model must be one of {sorted(PAPER_ACCURACY_LOSS)}")
+    if min(rounding.values()) <= 0:
+        raise ValueError("the tolerances must be positive")
+    paper = PAPER_ACCURACY_LOSS[model]
+    return max(
+        abs(accuracy - paper["accuracy"]) / rounding["accuracy"],
+        abs(loss - paper["loss"]) / rounding["loss"],
+    )
+
+
+def nearest_point(
+    curves: Mapping[object, Curve], model: str, split: str
+) -> dict[str, object]:
+    """Over every curve of ``curves`` (keyed by what tells them apart, a seed say) and
+    every evaluation step, the point of ``split`` nearest to the paper's numbers for
+    ``model`` (:func:`window_distance`; ties go to the first curve and the earliest
+    step): its ``key``, ``step``, ``accuracy`` and ``loss``, their differences from
+    the paper's (``accuracy_off``, ``loss_off``, measured minus paper) and the
+    ``distance``."""
+    if not curves:
+        raise ValueError("curves must not be empty")
+    paper, best = PAPER_ACCURACY_LOSS.get(model), None
+    for key, curve in curves.items():
+        acc, loss = curve.metrics[f"{split}_accuracy"], curve.metrics[f"{split}_loss"]
+        for step, a, ell in zip(curve.steps, acc, loss):
+            dist = window_distance(a, ell, model)
+            if best is None or dist < best["distance"]:
+                best = {
+                    "key": key,
+                    "step": step,
+                    "accuracy": a,
+                    "loss": ell,
+                    "accuracy_off": a - paper["accuracy"],
+                    "loss_off": ell - paper["loss"],
+                    "distance": dist,
+                }
+    return best
+
+
 def accuracy_gap(full: Curve, rand: Curve, n_test: int) -> dict[str, float]:
     """The best test accuracy of each model along its curve (the test split chooses
     the step, for both alike), their difference ``gap`` (trained minus random fixed
@@ -203,6 +260,22 @@ def accuracy_descriptions(
         f"end of the budget, largest over the seeds (paper ≈ 23 points), {at}",
         f"{key}_test_pair_steps": f"{pair} on the test split, {at}",
         f"{key}_train_pair_steps": f"{pair} on the training split, {at}",
+    }
+
+
+def nearest_descriptions(name: str, data: str, labels: Sequence[str]) -> dict[str, str]:
+    """The words of the checks of claim C6a on how near one corpus's runs come to the
+    paper's four numbers with each model at its own step size (``name`` the corpus,
+    ``data`` its name in words, ``labels`` the dynamics searched)."""
+    family = (
+        f"each model at its own step size ({', '.join(labels)}), seed and evaluation "
+        "step, the random fixed model at both scales of its embeddings"
+    )
+    return {
+        f"{name}_{split}_nearest_protocol": "distance of the nearest protocol to the "
+        "paper's four numbers, in units of their rounding (at most 1: all four within "
+        f"it), {words} split, {family}, {data}"
+        for split, words in (("test", "test"), ("train", "training"))
     }
 
 

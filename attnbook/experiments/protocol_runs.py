@@ -5,7 +5,9 @@ corpora and seeds of the real-data chapter.
 - :func:`protocol_runs` -- the curves of every corpus, seed, model and step size, and
   those of the random fixed model from embeddings with ``N(0, 1)`` entries;
 - :func:`match_table` -- the evaluation steps at which each model is at the paper's
-  numbers; :func:`accuracy_statistics` what the checks of claim C6a compare, and
+  numbers; :func:`nearest_tables` how near each model and each protocol comes to them
+  (each model at each step size, or both at one step); :func:`accuracy_statistics`
+  what the checks of claim C6a compare, and
   :func:`accuracy_quotes` the numbers the text quotes;
 - :func:`scale_table` -- the random fixed model at both scales of its embeddings;
 - :func:`spread_runs`, :func:`crossing_table` -- the spread ratio along training;
@@ -34,9 +36,12 @@ from attnbook.experiments.curves import (
 )
 from attnbook.experiments.importance import observed_range
 from attnbook.experiments.paper_protocol import (
+    PAPER_ACCURACY_LOSS,
     crossing_steps,
     loss_rise,
     matching_steps,
+    nearest_point,
+    window_distance,
     window_steps,
 )
 from attnbook.experiments.picture import MAIN_STATISTICS
@@ -47,6 +52,8 @@ __all__ = [
     "ProtocolRuns",
     "protocol_runs",
     "match_table",
+    "nearest_tables",
+    "nearest_quotes",
     "accuracy_statistics",
     "accuracy_quotes",
     "scale_table",
@@ -174,6 +181,158 @@ def match_table(
                 counts[f"{name}_{tag}_{split}_match"] = len(both_all)
     frame = pd.DataFrame(rows).T.rename_axis(["data", "dynamics", "split", "seed"])
     return frame, counts
+
+
+#: The two models with numbers in the paper, in the words of the tables.
+_MODELS = {m: ABLATIONS[m][0] for m in ("full", "random_E")}
+_UNIT = "N(0, 1) entries"
+
+
+def _model_curves(
+    runs: ProtocolRuns, name: str, model: str, label: str
+) -> dict[tuple[str, int], Curve]:
+    """One model's curves at one dynamics label, keyed ``(embedding scale, seed)``:
+    every seed, and for random fixed ``E`` the run from ``N(0, 1)`` entries."""
+    out = {
+        ("rows of norm 1", s): runs.curves[(name, model, label, s)] for s in runs.seeds
+    }
+    if model == "random_E":
+        out[(_UNIT, runs.seeds[0])] = runs.unit_entries[(name, label)]
+    return out
+
+
+def _point_columns(point: Mapping[str, object], prefix: str) -> dict[str, object]:
+    scale, seed = point["key"][-2:]
+    return {
+        f"{prefix}: step size": point["label"],
+        f"{prefix}: E": scale,
+        f"{prefix}: seed": seed,
+        f"{prefix}: step": point["step"],
+        f"{prefix}: accuracy": point["accuracy"],
+        f"{prefix}: accuracy − paper": point["accuracy_off"],
+        f"{prefix}: loss": point["loss"],
+        f"{prefix}: loss − paper": point["loss_off"],
+        f"{prefix}: distance": point["distance"],
+    }
+
+
+def _point(
+    curve: Curve, j: int, model: str, split: str, key: tuple, label: str
+) -> dict[str, object]:
+    """The evaluation ``j`` of ``curve`` as a :func:`nearest_point` is given."""
+    a, ell = curve.metrics[f"{split}_accuracy"][j], curve.metrics[f"{split}_loss"][j]
+    paper = PAPER_ACCURACY_LOSS[model]
+    return {
+        "key": key,
+        "label": label,
+        "step": curve.steps[j],
+        "accuracy": a,
+        "loss": ell,
+        "accuracy_off": a - paper["accuracy"],
+        "loss_off": ell - paper["loss"],
+        "distance": window_distance(a, ell, model),
+    }
+
+
+def _nearest_paired(
+    runs: ProtocolRuns, name: str, labels: Sequence[str], split: str
+) -> dict[str, dict[str, object]]:
+    """Both models at one step size, seed and evaluation step (the runs from rows of
+    norm 1): the step at which the farther of the two is nearest."""
+    best, best_dist = None, np.inf
+    for label in labels:
+        for seed in runs.seeds:
+            key = ("rows of norm 1", seed)
+            full = runs.curves[(name, "full", label, seed)]
+            rand = runs.curves[(name, "random_E", label, seed)]
+            for j in range(len(full.steps)):
+                pair = {
+                    "full": _point(full, j, "full", split, key, label),
+                    "random_E": _point(rand, j, "random_E", split, key, label),
+                }
+                dist = max(p["distance"] for p in pair.values())
+                if dist < best_dist:
+                    best, best_dist = pair, dist
+    return best
+
+
+def nearest_tables(
+    runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
+    """How near the runs come to the paper's four numbers (:func:`nearest_point`,
+    distances in units of the paper's rounding, at most 1 inside its window).
+
+    The first table has one row per corpus, split, model and dynamics label: the
+    evaluation step, over the seeds (and, for random fixed ``E``, both scales of its
+    embeddings), nearest to the model's two numbers. The second has one row per
+    corpus, split and protocol: ``"each model at its own step size"`` (each model
+    read at its nearest point over every step size, seed, scale and step, the two
+    chosen apart) and ``"one step size, one step"`` (both at the same step size, seed
+    and evaluation step, as :func:`match_table` asks); its ``distance`` is the larger
+    of the two models'. The numbers are these distances, keyed
+    ``<corpus>_<split>_nearest_{own,paired}``."""
+    rows, pairs, numbers = {}, {}, {}
+    for name in names:
+        for split in ("train", "test"):
+            chosen = {}
+            for model, words in _MODELS.items():
+                for label in labels:
+                    point = nearest_point(
+                        _model_curves(runs, name, model, label), model, split
+                    )
+                    point["label"] = label
+                    rows[(names[name], split, words, label)] = {
+                        k: v
+                        for k, v in _point_columns(point, "x").items()
+                        if not k.endswith("step size")
+                    }
+                    if (
+                        model not in chosen
+                        or point["distance"] < chosen[model]["distance"]
+                    ):
+                        chosen[model] = point
+            paired = _nearest_paired(runs, name, labels, split)
+            for protocol, pair in (
+                ("each model at its own step size", chosen),
+                ("one step size, one step", paired),
+            ):
+                row = {}
+                for model, words in _MODELS.items():
+                    row |= _point_columns(pair[model], words)
+                row["distance"] = max(p["distance"] for p in pair.values())
+                pairs[(names[name], split, protocol)] = row
+            own = pairs[(names[name], split, "each model at its own step size")]
+            numbers[f"{name}_{split}_nearest_own"] = own["distance"]
+            numbers[f"{name}_{split}_nearest_paired"] = pairs[
+                (names[name], split, "one step size, one step")
+            ]["distance"]
+    per_model = pd.DataFrame(rows).T.infer_objects()
+    per_model = per_model.rename_axis(["data", "split", "model", "dynamics"])
+    per_model.columns = [c.removeprefix("x: ") for c in per_model.columns]
+    protocols = pd.DataFrame(pairs).T.infer_objects()
+    protocols = protocols.rename_axis(["data", "split", "protocol"])
+    return per_model, protocols, numbers
+
+
+def nearest_quotes(
+    protocols: pd.DataFrame, names: Mapping[str, str]
+) -> dict[str, object]:
+    """What the text quotes of the protocol ``"each model at its own step size"`` of
+    :func:`nearest_tables`, keyed ``<corpus>_<split>_own_<model>_<field>`` with model
+    ``trained`` or ``random`` and field ``accuracy``, ``loss``, ``lr`` (the dynamics
+    label), ``E`` and ``step``."""
+    out = {}
+    fields = {"accuracy": "accuracy", "loss": "loss", "lr": "step size", "E": "E"}
+    for name, words in names.items():
+        for split in ("train", "test"):
+            row = protocols.loc[(words, split, "each model at its own step size")]
+            for short, model in (("trained", "full"), ("random", "random_E")):
+                prefix = _MODELS[model]
+                key = f"{name}_{split}_own_{short}"
+                for field_name, column in fields.items():
+                    out[f"{key}_{field_name}"] = row[f"{prefix}: {column}"]
+                out[f"{key}_step"] = int(row[f"{prefix}: step"])
+    return out
 
 
 def accuracy_statistics(

@@ -1,6 +1,7 @@
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from attnbook.engine.counts import TokenCounts
@@ -9,6 +10,7 @@ from attnbook.experiments.controls import (
     controlled_trend,
     documents_per_token,
     leave_out_rare,
+    redrawn_margin,
     trend_statistic,
 )
 from attnbook.experiments.seeded_runs import label_control_runs, metric_of, scores_of
@@ -314,3 +316,36 @@ def test_controls_figure_and_binned_panels_draw_every_series():
     only = binned_panels([("t", "y", series)], legends=())
     assert only.axes[0].get_legend() is None
     plt.close("all")
+
+
+def _fixed_trend(labels: list[float], shuffled: list[float]):
+    from attnbook.experiments.controls import ControlledTrend
+
+    rows = {("labels", i): {"heldout": v} for i, v in enumerate(labels)}
+    rows |= {("shuffled", i): {"heldout": v} for i, v in enumerate(shuffled)}
+    runs = pd.DataFrame(rows).T
+    runs.index = runs.index.set_names(["kind", "run"])
+    bound = control_threshold(shuffled)
+    return ControlledTrend("arms", runs, {"heldout": bound}, 0.99, {"heldout": 100})
+
+
+def test_redrawn_margin_in_units_of_its_spread_and_its_failure_rate():
+    null = [0.0, 0.01, -0.01, 0.005, -0.005]
+    clear = redrawn_margin(
+        _fixed_trend([0.5, 0.52, 0.48], null), "heldout", np.random.default_rng(0)
+    )
+    assert clear["margin"] == pytest.approx(0.48 - control_threshold(null))
+    assert clear["z"] > 10 and clear["fail"] == 0
+    close = _fixed_trend([0.045, 0.06, 0.075], null)
+    base = redrawn_margin(close, "heldout", np.random.default_rng(0))
+    assert 0.05 < base["fail"] < 0.95 and base["sd"] > 0
+    # more shuffled runs tighten the threshold; more initialisations lower the minimum
+    more_null = redrawn_margin(
+        close, "heldout", np.random.default_rng(0), n_shuffled=20
+    )
+    more_real = redrawn_margin(close, "heldout", np.random.default_rng(0), n_labels=10)
+    assert more_null["fail"] < base["fail"] < more_real["fail"]
+    with pytest.raises(ValueError, match=">= 3"):
+        redrawn_margin(close, "heldout", np.random.default_rng(0), n_shuffled=2)
+    with pytest.raises(ValueError, match="two real-label"):
+        redrawn_margin(_fixed_trend([0.5], null), "heldout", np.random.default_rng(0))

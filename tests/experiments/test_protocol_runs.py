@@ -16,8 +16,10 @@ from attnbook.experiments.curves import ABLATIONS, Curve
 from attnbook.experiments.paper_protocol import (
     accuracy_descriptions,
     accuracy_gap,
+    nearest_point,
     paper_number_table,
     spread_descriptions,
+    window_distance,
 )
 from attnbook.experiments.picture import MAIN_STATISTICS
 
@@ -178,3 +180,51 @@ def test_protocol_runs_on_a_tiny_corpus_and_the_autograd_rounding():
         np.testing.assert_allclose(
             fused.metrics["train_loss"], autograd.metrics["train_loss"], rtol=1e-4
         )
+
+
+def test_window_distance_is_in_units_of_the_papers_rounding():
+    assert window_distance(0.95, 0.1, "full") == 0
+    assert window_distance(0.94, 0.2, "full") == pytest.approx(2)
+    assert window_distance(0.725, 0.6, "random_E") == pytest.approx(1)
+    with pytest.raises(ValueError, match="model must be one of"):
+        window_distance(0.9, 0.1, "one_step_head")
+    with pytest.raises(ValueError, match="positive"):
+        window_distance(0.9, 0.1, "full", rounding={"accuracy": 0, "loss": 0.05})
+
+
+def test_nearest_point_searches_every_curve_and_step():
+    unit = _runs().unit_entries[("imdb", "Adam")]
+    point = nearest_point({"unit": unit}, "random_E", "test")
+    # (0.7, 0.7): 4 windows of accuracy off 72%, 2 of loss off 0.6
+    assert point["key"] == "unit" and point["step"] == 3
+    assert point["distance"] == pytest.approx(4)
+    assert point["accuracy_off"] == pytest.approx(-0.02)
+    with pytest.raises(ValueError, match="empty"):
+        nearest_point({}, "full", "test")
+
+
+def test_nearest_tables_read_each_model_alone_and_both_at_one_step():
+    runs = _runs()
+    # the second seed's random fixed model never gets nearer than 0.75 / 0.55
+    runs.curves[("imdb", "random_E", "Adam", 1)] = _curve(
+        [0.5, 0.6, 0.65, 0.7, 0.75], [0.7, 0.65, 0.62, 0.6, 0.55], 1.0
+    )
+    per_model, protocols, numbers = pr.nearest_tables(runs, NAMES, ["Adam"])
+    assert len(per_model) == 4 and len(protocols) == 4
+    row = per_model.loc[("IMDB", "test", "random fixed E", "Adam")]
+    assert row["seed"] == 0 and row["step"] == 3 and row["distance"] == 0
+    assert numbers == {
+        "imdb_train_nearest_own": 0,
+        "imdb_train_nearest_paired": 0,
+        "imdb_test_nearest_own": 0,
+        "imdb_test_nearest_paired": 0,
+    }
+    own = protocols.loc[("IMDB", "test", "each model at its own step size")]
+    assert own["trained E: step"] == 3 and own["random fixed E: E"] == "rows of norm 1"
+    quoted = pr.nearest_quotes(protocols, NAMES)
+    assert quoted["imdb_test_own_trained_accuracy"] == 0.95
+    assert quoted["imdb_train_own_random_lr"] == "Adam"
+    assert quoted["imdb_train_own_random_step"] == 3
+    for table in (per_model, protocols):
+        html = protocol_figures.styled_nearest(table).to_html()
+        assert "0.950" in html and "rows of norm 1" in html
