@@ -178,7 +178,8 @@ def test_trainers_runs_trend_and_tables():
         > trend.values("initial", "heldout").max()
     )
     table = control_table({"E.v": trend})
-    assert list(table.index) == ["E.v"] and "threshold, ρ" in table.columns
+    assert list(table.index) == [("E.v", "ρ"), ("E.v", "partial ρ")]
+    assert "threshold" in table.columns
     assert set(metric_table(runs).index) == {"labels", "shuffled"}
     for trainer, names in (
         (mlp_trainer(train, test, y_test, **kw), {"E.v", "E.p", "g", "linear E.v"}),
