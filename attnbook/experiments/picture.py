@@ -181,7 +181,9 @@ def picture_runs(
                 continue
             for suffix, fused in (("", True), ("_autograd", False)):
                 start, trainable = points.init, ("E", "p", "v")
-                run((key + suffix, seed), start, trainable, dynamics, steps, fused=fused)
+                run(
+                    (key + suffix, seed), start, trainable, dynamics, steps, fused=fused
+                )
 
     for seed in settings.seeds:
         gen = torch.Generator().manual_seed(seed)

@@ -269,7 +269,7 @@ def seed_statistics(
 #: ``eta / 100, / 30, / 10, / 3`` that stayed finite over 300 steps on IMDB, at Adam's
 #: budget; ``stable``: the next smaller, with the budget at which it fits the training
 #: set as well as the edge step does in its 200.
-GD_STEPS = {"edge": (10, 200), "stable": (30, 600)}
+GD_STEPS = {"edge": (10, 200), "stable": (30, 400)}
 
 
 def gd_table(

@@ -65,9 +65,10 @@ def test_spreads_over_executions_leave_out_timings():
     assert run_spreads([one]) == {}
     (found,) = fragile_checks(one, spreads)
     assert (found["chapter"], found["name"]) == ("ch", "a")
-    assert found["margin"] == pytest.approx(0.2) and found["spread"] == spreads[
-        ("ch", "a")
-    ]
+    assert (
+        found["margin"] == pytest.approx(0.2)
+        and found["spread"] == spreads[("ch", "a")]
+    )
 
 
 def test_the_dashboard_flags_a_fragile_check():
