@@ -67,6 +67,7 @@ __all__ = [
     "seed_statistics",
     "GD_STEPS",
     "gd_table",
+    "gd_quotes",
     "styled_gd_table",
     "GDStatistics",
     "gd_statistics",
@@ -303,6 +304,29 @@ def gd_table(
             }
         )
     return pd.DataFrame(rows).set_index(["step size", "rounding", "seed"]).sort_index()
+
+
+_ROUNDINGS = {"one-sweep step": "fused", "autograd step": "autograd"}
+
+
+def gd_quotes(table: pd.DataFrame) -> dict[str, float | str]:
+    """Every run of a :func:`gd_table` in the record: its U, value trend and training
+    loss, keyed ``gd_<step>_<rounding>_<seed>_<number>`` (``step`` as in
+    :data:`GD_STEPS`, ``rounding`` ``fused`` or ``autograd``), and the devices and
+    floating-point types the runs ran in (``gd_devices``)."""
+    steps = {f"η/{div}": step for step, (div, _) in GD_STEPS.items()}
+    numbers = {
+        "u": PICTURE_STATISTICS["cls"],
+        "value": PICTURE_STATISTICS["value"],
+        "train_loss": "training loss",
+    }
+    out: dict[str, float | str] = {}
+    for (step, rounding, seed), row in table.iterrows():
+        run = f"gd_{steps[step]}_{_ROUNDINGS[rounding]}_{seed}"
+        out |= {f"{run}_{k}": float(row[column]) for k, column in numbers.items()}
+    kinds = sorted({f"{d} {t}" for d, t in zip(table["device"], table["dtype"])})
+    out["gd_devices"] = ", ".join(kinds)
+    return out
 
 
 def styled_gd_table(table: pd.DataFrame):

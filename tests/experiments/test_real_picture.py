@@ -212,5 +212,11 @@ def test_gd_statistics_set_adam_against_every_gradient_descent_run():
     assert g.quoted["gd_u_min"] == pytest.approx(0.05)
     assert g.quoted["gd_loss_stable"] == 0.44
     assert rp.styled_gd_table(gd) is not None
+    assert g.n_runs == 4 and g.quoted["gd_runs"] == 4
+    quoted = rp.gd_quotes(gd)
+    assert quoted["gd_edge_autograd_0_u"] == 0.25
+    assert quoted["gd_stable_autograd_1_train_loss"] == 0.44
+    assert quoted["gd_devices"] == "cpu float32"
+    assert len(quoted) == 4 * 3 + 1
     with pytest.raises(ValueError, match="no gradient-descent run"):
         rp.gd_statistics(gd.iloc[:0], seeds)
