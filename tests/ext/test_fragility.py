@@ -88,3 +88,23 @@ def test_the_dashboard_flags_a_fragile_check():
     out, _ = claims_dashboard(records, link, lambda label: None, "now")
     text = "".join(n.astext() for n in out)
     assert text.count("fragile: margin 0.05 under 2 × its spread 0.04") == 2
+
+
+def test_the_script_lists_the_fragile_checks_of_an_execution(tmp_path, capsys):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "fragile_checks.py"
+    spec = importlib.util.spec_from_file_location("fragile_checks", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for folder, value in (("cpu", 0.43), ("gpu", 0.28)):
+        (tmp_path / folder).mkdir()
+        chk = check_record("u", value=value, threshold=0.3, passed=value >= 0.3)
+        record = {"checks": [chk, check_record("v", value=0.9, threshold=0.3)]}
+        (tmp_path / folder / "04_real_data.json").write_text(json.dumps(record))
+    assert module.main([str(tmp_path / "cpu"), str(tmp_path / "gpu")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 of 2 passing evidence checks are fragile")
+    assert "04_real_data  u: 0.43 >= 0.3, margin 0.13, spread 0.15" in out
