@@ -340,7 +340,8 @@ class GDStatistics:
     """What the checks on gradient descent compare, over all its runs (seeds, step
     sizes, roundings): the largest U and its range, the smallest value trend and its
     range, the smallest U of the Adam-trained seeds, the largest training loss at each
-    step size (keyed as :data:`GD_STEPS`) and the number of runs."""
+    step size (keyed as :data:`GD_STEPS`), the number of runs and the smallest and
+    largest U at each step size."""
 
     largest_u: float
     u_range: float
@@ -349,6 +350,7 @@ class GDStatistics:
     adam_u: float
     loss: dict[str, float]
     n_runs: int
+    u_by_step: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def u_gap(self) -> float:
@@ -366,6 +368,8 @@ class GDStatistics:
             "gd_adam_u_min": self.adam_u,
             "gd_runs": self.n_runs,
             **{f"gd_loss_{step}": loss for step, loss in self.loss.items()},
+            **{f"gd_u_min_{step}": lo for step, (lo, _) in self.u_by_step.items()},
+            **{f"gd_u_max_{step}": hi for step, (_, hi) in self.u_by_step.items()},
         }
 
 
@@ -377,6 +381,7 @@ def gd_statistics(gd: pd.DataFrame, seeds_table: pd.DataFrame) -> GDStatistics:
     U, VALUE = PICTURE_STATISTICS["cls"], PICTURE_STATISTICS["value"]
     adam = seeds_table.loc[[r for r in seeds_table.index if r.startswith("seed ")], U]
     by_step = gd.groupby(level="step size")["training loss"].max()
+    u_step = gd.groupby(level="step size")[U].agg(["min", "max"])
     names = {f"η/{div}": step for step, (div, _) in GD_STEPS.items()}
     return GDStatistics(
         largest_u=float(gd[U].max()),
@@ -386,6 +391,10 @@ def gd_statistics(gd: pd.DataFrame, seeds_table: pd.DataFrame) -> GDStatistics:
         adam_u=float(adam.min()),
         loss={names.get(k, str(k)): float(v) for k, v in by_step.items()},
         n_runs=len(gd),
+        u_by_step={
+            names.get(k, str(k)): (float(r["min"]), float(r["max"]))
+            for k, r in u_step.iterrows()
+        },
     )
 
 

@@ -213,6 +213,8 @@ def test_gd_statistics_set_adam_against_every_gradient_descent_run():
     assert g.quoted["gd_loss_stable"] == 0.44
     assert rp.styled_gd_table(gd) is not None
     assert g.n_runs == 4 and g.quoted["gd_runs"] == 4
+    assert g.u_by_step == {"edge": (0.10, 0.25), "stable": (0.05, 0.12)}
+    assert g.quoted["gd_u_max_edge"] == 0.25 and g.quoted["gd_u_min_stable"] == 0.05
     quoted = rp.gd_quotes(gd)
     assert quoted["gd_edge_autograd_0_u"] == 0.25
     assert quoted["gd_stable_autograd_1_train_loss"] == 0.44
