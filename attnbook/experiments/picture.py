@@ -126,7 +126,9 @@ class PictureRuns:
     the trained runs' records (metrics at the start and the end); ``null_importance``
     the importance under the first permutation of the labels; ``nulls`` one
     ``(importance, (E.v, E.p))`` per permutation; ``seconds`` the wall time of each
-    trained run."""
+    trained run; ``kinds`` the device and floating-point type each trained run ran in.
+    The curves of gradient descent keep no final parameters (``params`` empty: twelve
+    copies of ``E`` would only take memory)."""
 
     scores: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
     curves: dict[tuple[str, int], Curve]
@@ -134,6 +136,9 @@ class PictureRuns:
     seconds: dict[tuple[str, int], float]
     nulls: list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]] = dataclasses.field(
         default_factory=list
+    )
+    kinds: dict[tuple[str, int], tuple[str, str]] = dataclasses.field(
+        default_factory=dict
     )
 
 
@@ -149,7 +154,7 @@ def picture_runs(
     ``k`` is drawn from ``torch.Generator().manual_seed(k)`` with ``config`` (``dim``,
     ``init_scale``, ``eta``, ``dtype``); the labels of the null are permuted with
     ``null_rng``, one permutation after the other."""
-    scores, curves, seconds = {}, {}, {}
+    scores, curves, seconds, kinds = {}, {}, {}, {}
     nulls = []
     adam = Dynamics.adam(settings.adam_lr)
     end = (0, settings.steps)
@@ -166,6 +171,10 @@ def picture_runs(
         )
         seconds[key] = time.perf_counter() - t0
         scores[key] = curves[key].scores[max(steps)]
+        E = start["E"]
+        kinds[key] = (E.device.type, str(E.dtype).removeprefix("torch."))
+        if key[0] in GD_KEYS:
+            curves[key].params = {}
 
     first = settings.seeds[0]
     descents = {
@@ -215,7 +224,7 @@ def picture_runs(
             imp = token_importance(shuffled.train, shuffled.train_labels)
             nulls.append((imp, scores[key]))
     null_importance = nulls[0][0] if nulls else np.full(corpus.vocab_size, np.nan)
-    return PictureRuns(scores, curves, null_importance, seconds, nulls)
+    return PictureRuns(scores, curves, null_importance, seconds, nulls, kinds)
 
 
 def correlation_table(

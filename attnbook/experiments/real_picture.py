@@ -288,7 +288,7 @@ def gd_table(
         value, cls = runs.scores[(key, seed)]
         corr = picture_correlations(importance, value, cls, document_frequency)
         end = curve.at(max(curve.steps))
-        E = curve.params["E"]
+        device, dtype = runs.kinds[(key, seed)]
         rows.append(
             {
                 "step size": f"η/{GD_STEPS[step][0]}",
@@ -299,8 +299,8 @@ def gd_table(
                 "test accuracy": end["test_accuracy"],
                 PICTURE_STATISTICS["value"]: corr["value"],
                 PICTURE_STATISTICS["cls"]: corr["cls"],
-                "device": E.device.type,
-                "dtype": str(E.dtype).removeprefix("torch."),
+                "device": device,
+                "dtype": dtype,
             }
         )
     return pd.DataFrame(rows).set_index(["step size", "rounding", "seed"]).sort_index()

@@ -469,6 +469,8 @@ def test_gradient_descent_on_every_seed_at_two_step_sizes():
     assert {(k, s) for k in GD_KEYS for s in (0, 1)} <= set(runs.scores)
     assert max(runs.curves[("gd_stable_autograd", 1)].steps) == 6
     assert max(runs.curves[("gd", 1)].steps) == 4
+    assert runs.curves[("gd", 1)].params == {}  # no copy of E kept
+    assert runs.kinds[("gd_stable", 0)] == ("cpu", "float64")
     # the first seed's edge run is the one a single-seed run makes
     single = picture_runs(
         c,
