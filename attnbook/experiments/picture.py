@@ -127,8 +127,8 @@ class PictureRuns:
     the importance under the first permutation of the labels; ``nulls`` one
     ``(importance, (E.v, E.p))`` per permutation; ``seconds`` the wall time of each
     trained run; ``kinds`` the device and floating-point type each trained run ran in.
-    The curves of gradient descent keep no final parameters (``params`` empty: twelve
-    copies of ``E`` would only take memory)."""
+    The curves of gradient descent keep no final parameters (``params`` empty: a copy
+    of ``E`` per run would only take memory)."""
 
     scores: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
     curves: dict[tuple[str, int], Curve]
