@@ -35,6 +35,7 @@ from _ext.claim_status import (
     status_of,
 )
 from _ext.claims import CLAIMS, HEADLINES, Claim
+from _ext.fragility import fragile_note
 from _ext.notebooks import (
     attach_results,
     chapter_name_in_notebook,
@@ -172,14 +173,17 @@ def claim_rows(records: dict[str, dict]) -> list[ClaimRow]:
 
     A check tagged with a claim that has parts as a whole ("C6" for C6a and C6b) goes to
     one combined row, which replaces the parts that have no check of their own. Checks
-    are ordered by chapter, then in the order they ran.
+    are ordered by chapter, then in the order they ran; each carries ``fragile``, the
+    words of :func:`_ext.fragility.fragile_note` (``None`` unless it is fragile).
     """
     by_id: dict[str, list[dict[str, Any]]] = {}
     for chapter in sorted(records):
         for chk in records[chapter]["checks"]:
             rid = row_id(chk.get("claim"))
             if rid is not None:
-                by_id.setdefault(rid, []).append({**chk, "chapter": chapter})
+                by_id.setdefault(rid, []).append(
+                    {**chk, "chapter": chapter, "fragile": fragile_note(chk)}
+                )
     rows: list[ClaimRow] = []
     done_parents: set[str] = set()
     for claim in CLAIMS:

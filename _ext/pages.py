@@ -138,6 +138,10 @@ def _check_item(chk: dict[str, Any], link: Linker, result: Callable) -> nodes.No
         para += node
     if chk.get("role") == "control" and asserted:
         para += nodes.emphasis(text=" (negative control)")
+    if chk.get("fragile"):
+        para += nodes.emphasis(
+            text=f" ({chk['fragile']})", classes=["attnbook-fragile"]
+        )
     para += nodes.Text(" — ")
     for node in _where(chk, link, result):
         para += node
@@ -190,6 +194,10 @@ def _headline_nodes(
     out += [nodes.Text(": "), *comparison(chk)]
     if not chk.get("asserted", True):
         out.append(nodes.emphasis(text=" (measured, not asserted)"))
+    if chk.get("fragile"):
+        out.append(
+            nodes.emphasis(text=f" ({chk['fragile']})", classes=["attnbook-fragile"])
+        )
     out.append(nodes.Text(" — "))
     return out + _where(chk, link, result)
 

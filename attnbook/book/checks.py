@@ -47,6 +47,8 @@ class Check:
     # "paper": tests the paper's statement as the dashboard quotes it (decides the
     # claim's badge); "book": the book's own reading or a side remark (shown apart)
     reading: str = "paper"
+    # how far the statistic moves between repeated runs (seeds, roundings, devices)
+    spread: float | None = None
 
 
 _RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
@@ -88,6 +90,7 @@ def _record_check(
     role: str,
     what: str | None = None,
     reading: str = "paper",
+    spread: float | None = None,
 ) -> bool:
     """Validate, record and glue one comparison of a statistic with its threshold."""
     if role not in ROLES:
@@ -104,6 +107,12 @@ def _record_check(
     threshold = float(threshold)
     if not math.isfinite(threshold):
         raise ValueError(f"check {name!r}: threshold is not finite ({threshold})")
+    if spread is not None:
+        spread = float(spread)
+        if not (math.isfinite(spread) and spread >= 0):
+            raise ValueError(
+                f"check {name!r}: spread must be finite and non-negative ({spread})"
+            )
     passed = outcome(value, relation, threshold)
     cell = current_cell()
     CHECKS.append(
@@ -121,6 +130,7 @@ def _record_check(
             role,
             what,
             reading,
+            spread,
         )
     )
     glue(name, value, volatile=volatile)
@@ -140,6 +150,7 @@ def check(
     what: str | None = None,
     reading: str = "paper",
     asserted: bool = True,
+    spread: float | None = None,
 ) -> float:
     """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
     check (``asserted=False``: record it without asserting, as
@@ -160,7 +171,8 @@ def check(
 
     Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
     and ``ValueError`` for an unknown relation, a non-finite value, or a control or
-    identity recorded without assertion (only evidence may be).
+    identity recorded without assertion (only evidence may be), or a negative or
+    non-finite ``spread``.
     """
     if not asserted and role != "evidence":
         raise ValueError(f"check {name!r}: only evidence is recorded unasserted")
@@ -176,6 +188,7 @@ def check(
         role,
         what,
         reading,
+        spread,
     )
     assert passed or not asserted, (
         f"check {name!r} failed: measured {value:.6g}, required {relation} "
@@ -231,6 +244,7 @@ def compare_with_paper(
     result: str | None = None,
     what: str | None = None,
     reading: str = "paper",
+    spread: float | None = None,
 ) -> bool:
     """Set a measured statistic against the threshold a statement of the paper implies,
     without asserting it; glue ``value`` as ``name``, record the outcome and return it.
@@ -238,10 +252,10 @@ def compare_with_paper(
     For the statements the book measures and finds not to hold in its runs: the chapter
     says so in its text, and the claims dashboard shows the claim as NOT REPRODUCED,
     computed from the recorded outcome, instead of the build failing. Everything the
-    book itself states is asserted with :func:`check`. Raises ``ValueError`` like
-    :func:`check`.
+    book itself states is asserted with :func:`check` (``spread`` as there). Raises
+    ``ValueError`` like :func:`check`.
     """
     if not claim:
         raise ValueError("compare_with_paper needs the claim of the paper it measures")
-    recorded = (claim, result, False, False, "evidence", what, reading)
+    recorded = (claim, result, False, False, "evidence", what, reading, spread)
     return _record_check(name, value, threshold, relation, *recorded)

@@ -5,9 +5,10 @@ and the shuffled-label null, on one corpus.
 :func:`attnbook.experiments.real_data.starting_points`,
 
 - the full model (``E``, ``p``, ``v``) with Adam, once per training seed;
-- the same with plain gradient descent (per-group step sizes), first seed, twice: with
-  the one-sweep step and with the autograd step, two roundings of the same arithmetic
-  (at the largest stable step size gradient descent is sensitive to rounding);
+- the same with plain gradient descent (per-group step sizes), twice: with the one-sweep
+  step and with the autograd step, two roundings of the same arithmetic (at the largest
+  stable step size gradient descent is sensitive to rounding); on the first seed, or on
+  every seed, and at a second, smaller step size with its own budget where asked;
 - the theorem's setting: ``p`` alone trained on the frozen one-step ``E`` (``v`` kept
   at its initialization), and beside it ``p`` and ``v`` trained on that ``E``;
 - the full model with Adam on the training labels permuted, once per permutation (the
@@ -43,6 +44,7 @@ __all__ = [
     "PictureRuns",
     "picture_runs",
     "RUN_NAMES",
+    "GD_KEYS",
     "correlation_table",
     "null_distribution",
     "MAIN_STATISTICS",
@@ -61,6 +63,16 @@ RUN_NAMES = {
     "adam": "trained E, p, v (Adam)",
     "gd": "trained E, p, v (gradient descent)",
     "null": "trained E, p, v on shuffled labels (Adam)",
+    "gd_stable": "trained E, p, v (gradient descent, smaller step)",
+    "gd_stable_autograd": "trained E, p, v (gradient descent, smaller step, autograd)",
+}
+#: The gradient-descent runs: key -> (step size, rounding), the step size ``edge`` for
+#: :attr:`PictureSettings.gd` and ``stable`` for :attr:`PictureSettings.gd_stable`.
+GD_KEYS = {
+    "gd": ("edge", "one-sweep step"),
+    "gd_autograd": ("edge", "autograd step"),
+    "gd_stable": ("stable", "one-sweep step"),
+    "gd_stable_autograd": ("stable", "autograd step"),
 }
 
 
@@ -75,6 +87,9 @@ class PictureSettings:
     ``v``) on the frozen one-step ``E``; ``null_permutations`` runs of the null, each on
     its own permutation of the labels. ``controls=False`` leaves out the theorem's
     setting, gradient descent and the null (the full model and the one step only).
+    ``gd_stable`` is a second gradient descent, trained for ``gd_stable_steps`` steps
+    (a smaller step size needs a longer budget to fit as much); ``gd_all_seeds`` makes
+    both on every seed instead of the first only.
     """
 
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -85,18 +100,23 @@ class PictureSettings:
     gd: Dynamics | None = None
     controls: bool = True
     null_permutations: int = 1
+    gd_stable: Dynamics | None = None
+    gd_stable_steps: int = 1
+    gd_all_seeds: bool = False
 
     def __post_init__(self) -> None:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct and non-empty, got {self.seeds}")
-        for name in ("steps", "head_steps", "null_permutations"):
+        for name in ("steps", "head_steps", "null_permutations", "gd_stable_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         for name in ("adam_lr", "head_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
-        if self.gd is not None and self.gd.optimizer != "gd":
-            raise ValueError("gd must be Dynamics with optimizer 'gd'")
+        for name in ("gd", "gd_stable"):
+            dyn = getattr(self, name)
+            if dyn is not None and dyn.optimizer != "gd":
+                raise ValueError(f"{name} must be Dynamics with optimizer 'gd'")
 
 
 @dataclass
@@ -106,7 +126,9 @@ class PictureRuns:
     the trained runs' records (metrics at the start and the end); ``null_importance``
     the importance under the first permutation of the labels; ``nulls`` one
     ``(importance, (E.v, E.p))`` per permutation; ``seconds`` the wall time of each
-    trained run."""
+    trained run; ``kinds`` the device and floating-point type each trained run ran in.
+    The curves of gradient descent keep no final parameters (``params`` empty: a copy
+    of ``E`` per run would only take memory)."""
 
     scores: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
     curves: dict[tuple[str, int], Curve]
@@ -114,6 +136,9 @@ class PictureRuns:
     seconds: dict[tuple[str, int], float]
     nulls: list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]] = dataclasses.field(
         default_factory=list
+    )
+    kinds: dict[tuple[str, int], tuple[str, str]] = dataclasses.field(
+        default_factory=dict
     )
 
 
@@ -129,7 +154,7 @@ def picture_runs(
     ``k`` is drawn from ``torch.Generator().manual_seed(k)`` with ``config`` (``dim``,
     ``init_scale``, ``eta``, ``dtype``); the labels of the null are permuted with
     ``null_rng``, one permutation after the other."""
-    scores, curves, seconds = {}, {}, {}
+    scores, curves, seconds, kinds = {}, {}, {}, {}
     nulls = []
     adam = Dynamics.adam(settings.adam_lr)
     end = (0, settings.steps)
@@ -146,13 +171,36 @@ def picture_runs(
         )
         seconds[key] = time.perf_counter() - t0
         scores[key] = curves[key].scores[max(steps)]
+        E = start["E"]
+        kinds[key] = (E.device.type, str(E.dtype).removeprefix("torch."))
+        if key[0] in GD_KEYS:
+            curves[key].params = {}
 
     first = settings.seeds[0]
+    descents = {
+        "gd": (settings.gd, end),
+        "gd_stable": (settings.gd_stable, (0, settings.gd_stable_steps)),
+    }
+
+    def gradient_descent(seed, points):
+        if not settings.controls:
+            return
+        for key, (dynamics, steps) in descents.items():
+            if dynamics is None:
+                continue
+            for suffix, fused in (("", True), ("_autograd", False)):
+                start, trainable = points.init, ("E", "p", "v")
+                run(
+                    (key + suffix, seed), start, trainable, dynamics, steps, fused=fused
+                )
+
     for seed in settings.seeds:
         gen = torch.Generator().manual_seed(seed)
         points = starting_points(corpus, config, generator=gen, device=device)
         run(("adam", seed), points.init, ("E", "p", "v"), adam, end)
         if seed != first:
+            if settings.gd_all_seeds:
+                gradient_descent(seed, points)
             continue
         init_curve = curves[("adam", seed)]
         scores[("init", seed)] = init_curve.scores[0]
@@ -166,16 +214,7 @@ def picture_runs(
         for key, trainable in (("theorem", ("p",)), ("head", ("p", "v"))):
             steps = (0, settings.head_steps)
             run((key, seed), points.one_step, trainable, head, steps)
-        if settings.gd is not None:
-            for key, fused in (("gd", True), ("gd_autograd", False)):
-                run(
-                    (key, seed),
-                    points.init,
-                    ("E", "p", "v"),
-                    settings.gd,
-                    end,
-                    fused=fused,
-                )
+        gradient_descent(seed, points)
         for k in range(settings.null_permutations):
             shuffled = with_shuffled_labels(corpus, null_rng)
             if getattr(shuffled, "validation", None) is not None:
@@ -185,7 +224,7 @@ def picture_runs(
             imp = token_importance(shuffled.train, shuffled.train_labels)
             nulls.append((imp, scores[key]))
     null_importance = nulls[0][0] if nulls else np.full(corpus.vocab_size, np.nan)
-    return PictureRuns(scores, curves, null_importance, seconds, nulls)
+    return PictureRuns(scores, curves, null_importance, seconds, nulls, kinds)
 
 
 def correlation_table(

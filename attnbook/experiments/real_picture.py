@@ -11,6 +11,8 @@ the numbers its checks compare.
   Yelp);
 - :func:`seed_statistics` -- what the checks of the picture compare: the smallest
   seed, the excess over the null and its noise scale;
+- :func:`gd_table` and :func:`gd_statistics` -- every gradient-descent run (seed, step
+  size, rounding), and what the checks on them compare;
 - :func:`null_noise_table`, :func:`quartile_table`, :func:`outer_bins` -- the tables
   of the chapter's exercises.
 """
@@ -34,6 +36,7 @@ from attnbook.experiments.importance import (
     token_importance,
 )
 from attnbook.experiments.picture import (
+    GD_KEYS,
     MAIN_STATISTICS,
     RUN_NAMES,
     PictureRuns,
@@ -44,6 +47,7 @@ from attnbook.experiments.real_data import ReviewExperimentConfig
 from attnbook.experiments.robustness import (
     PICTURE_MATH,
     PICTURE_STATISTICS,
+    picture_correlations,
     reviews_for_vocabulary,
 )
 from attnbook.theory.frequency import average_signed_frequency
@@ -61,10 +65,15 @@ __all__ = [
     "bin_range",
     "SeedStatistics",
     "seed_statistics",
+    "GD_STEPS",
+    "gd_table",
+    "gd_quotes",
+    "styled_gd_table",
+    "GDStatistics",
+    "gd_statistics",
     "picture_descriptions",
     "ablation_descriptions",
     "U_CONTROLS",
-    "GD_RUNS",
     "run_quotes",
     "styled_run_table",
     "null_noise_table",
@@ -158,18 +167,28 @@ def chapter_runs(
     device: torch.device | str | None = None,
 ) -> tuple[dict[str, PictureRuns], dict[str, float]]:
     """The picture's runs on every corpus and the one-step size of each: three seeds,
-    gradient descent, the head-only controls and ``n_null`` shuffled-label runs, except
-    on ``yelp_all`` (one seed, no controls)."""
+    gradient descent at both step sizes of :data:`GD_STEPS` in both roundings on every
+    seed, the head-only controls and ``n_null`` shuffled-label runs, except on
+    ``yelp_all`` (one seed, no controls)."""
     runs, etas = {}, {}
     for name, corpus in corpora.items():
         eta = one_step_eta(alpha[name], dim, sigma)
         config = ReviewExperimentConfig(dim=dim, init_scale=sigma, eta=eta)
-        gd = Dynamics("gd", {"E": eta / 10, "p": 0.3, "v": 0.3})
+        gd = {
+            step: Dynamics("gd", {"E": eta / div, "p": 0.3, "v": 0.3})
+            for step, (div, _) in GD_STEPS.items()
+        }
         settings = (
             PictureSettings(seeds=(0,), controls=False)
             if name == "yelp_all"
             else PictureSettings(
-                seeds=(0, 1, 2), gd=gd, head_steps=300, null_permutations=n_null
+                seeds=(0, 1, 2),
+                gd=gd["edge"],
+                gd_stable=gd["stable"],
+                gd_stable_steps=GD_STEPS["stable"][1],
+                gd_all_seeds=True,
+                head_steps=300,
+                null_permutations=n_null,
             )
         )
         runs[name] = picture_runs(
@@ -246,6 +265,139 @@ def seed_statistics(
     return out
 
 
+#: The step sizes of gradient descent on ``E`` (``p`` and ``v`` take 0.3): the divisor
+#: of the one-step size ``eta`` and the budget in steps. ``edge``: the largest of
+#: ``eta / 100, / 30, / 10, / 3`` that stayed finite over 300 steps on IMDB, at Adam's
+#: budget; ``stable``: the next smaller, with the budget at which it fits the training
+#: set as well as the edge step does in its 200.
+GD_STEPS = {"edge": (10, 200), "stable": (30, 400)}
+
+
+def gd_table(
+    runs: PictureRuns, importance: np.ndarray, document_frequency: np.ndarray
+) -> pd.DataFrame:
+    """One row per gradient-descent run of ``runs`` (step size, rounding, seed; keys of
+    :data:`~attnbook.experiments.picture.GD_KEYS`): the budget, the training loss and
+    test accuracy at its end, the picture's value trend and U, and the device and
+    floating-point type it ran in."""
+    rows = []
+    for (key, seed), curve in sorted(runs.curves.items(), key=lambda kv: kv[0][1]):
+        if key not in GD_KEYS:
+            continue
+        step, rounding = GD_KEYS[key]
+        value, cls = runs.scores[(key, seed)]
+        corr = picture_correlations(importance, value, cls, document_frequency)
+        end = curve.at(max(curve.steps))
+        device, dtype = runs.kinds[(key, seed)]
+        rows.append(
+            {
+                "step size": f"η/{GD_STEPS[step][0]}",
+                "rounding": rounding,
+                "seed": seed,
+                "steps": max(curve.steps),
+                "training loss": end["train_loss"],
+                "test accuracy": end["test_accuracy"],
+                PICTURE_STATISTICS["value"]: corr["value"],
+                PICTURE_STATISTICS["cls"]: corr["cls"],
+                "device": device,
+                "dtype": dtype,
+            }
+        )
+    return pd.DataFrame(rows).set_index(["step size", "rounding", "seed"]).sort_index()
+
+
+_ROUNDINGS = {"one-sweep step": "fused", "autograd step": "autograd"}
+
+
+def gd_quotes(table: pd.DataFrame) -> dict[str, float | str]:
+    """Every run of a :func:`gd_table` in the record: its U, value trend and training
+    loss, keyed ``gd_<step>_<rounding>_<seed>_<number>`` (``step`` as in
+    :data:`GD_STEPS`, ``rounding`` ``fused`` or ``autograd``), and the devices and
+    floating-point types the runs ran in (``gd_devices``)."""
+    steps = {f"η/{div}": step for step, (div, _) in GD_STEPS.items()}
+    numbers = {
+        "u": PICTURE_STATISTICS["cls"],
+        "value": PICTURE_STATISTICS["value"],
+        "train_loss": "training loss",
+    }
+    out: dict[str, float | str] = {}
+    for (step, rounding, seed), row in table.iterrows():
+        run = f"gd_{steps[step]}_{_ROUNDINGS[rounding]}_{seed}"
+        out |= {f"{run}_{k}": float(row[column]) for k, column in numbers.items()}
+    kinds = sorted({f"{d} {t}" for d, t in zip(table["device"], table["dtype"])})
+    out["gd_devices"] = ", ".join(kinds)
+    return out
+
+
+def styled_gd_table(table: pd.DataFrame):
+    """A :func:`gd_table` (or several, concatenated) formatted for the page."""
+    numbers = [c for c in table.columns if c not in ("steps", "device", "dtype")]
+    return table.style.format("{:.3f}", subset=numbers)
+
+
+@dataclass
+class GDStatistics:
+    """What the checks on gradient descent compare, over all its runs (seeds, step
+    sizes, roundings): the largest U and its range, the smallest value trend and its
+    range, the smallest U of the Adam-trained seeds, the largest training loss at each
+    step size (keyed as :data:`GD_STEPS`), the number of runs and the smallest and
+    largest U at each step size."""
+
+    largest_u: float
+    u_range: float
+    smallest_value: float
+    value_range: float
+    adam_u: float
+    loss: dict[str, float]
+    n_runs: int
+    u_by_step: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def u_gap(self) -> float:
+        """The Adam-trained U (smallest seed) minus the largest U of gradient
+        descent."""
+        return self.adam_u - self.largest_u
+
+    @property
+    def quoted(self) -> dict[str, float]:
+        """The numbers the text quotes, keyed ``gd_<number>``."""
+        return {
+            "gd_u_max": self.largest_u,
+            "gd_u_min": self.largest_u - self.u_range,
+            "gd_value_max": self.smallest_value + self.value_range,
+            "gd_adam_u_min": self.adam_u,
+            "gd_runs": self.n_runs,
+            **{f"gd_loss_{step}": loss for step, loss in self.loss.items()},
+            **{f"gd_u_min_{step}": lo for step, (lo, _) in self.u_by_step.items()},
+            **{f"gd_u_max_{step}": hi for step, (_, hi) in self.u_by_step.items()},
+        }
+
+
+def gd_statistics(gd: pd.DataFrame, seeds_table: pd.DataFrame) -> GDStatistics:
+    """:class:`GDStatistics` from a :func:`gd_table` and the Adam seeds' rows of a
+    :func:`~attnbook.experiments.picture.correlation_table`."""
+    if gd.empty:
+        raise ValueError("no gradient-descent run in the table")
+    U, VALUE = PICTURE_STATISTICS["cls"], PICTURE_STATISTICS["value"]
+    adam = seeds_table.loc[[r for r in seeds_table.index if r.startswith("seed ")], U]
+    by_step = gd.groupby(level="step size")["training loss"].max()
+    u_step = gd.groupby(level="step size")[U].agg(["min", "max"])
+    names = {f"η/{div}": step for step, (div, _) in GD_STEPS.items()}
+    return GDStatistics(
+        largest_u=float(gd[U].max()),
+        u_range=float(gd[U].max() - gd[U].min()),
+        smallest_value=float(gd[VALUE].min()),
+        value_range=float(gd[VALUE].max() - gd[VALUE].min()),
+        adam_u=float(adam.min()),
+        loss={names.get(k, str(k)): float(v) for k, v in by_step.items()},
+        n_runs=len(gd),
+        u_by_step={
+            names.get(k, str(k)): (float(r["min"]), float(r["max"]))
+            for k, r in u_step.iterrows()
+        },
+    )
+
+
 def null_noise_table(null_importance: np.ndarray, doc_freq: np.ndarray) -> pd.DataFrame:
     """Root mean square of the shuffled-label importance in five document-frequency
     bands beside the mean of ``1 / sqrt(n)`` over each band."""
@@ -320,41 +472,33 @@ def picture_descriptions(name: str, n_seeds: int, n_null: int) -> dict[str, str]
 
 
 #: The runs set against the Adam-trained U: run key -> the slug of its check.
-U_CONTROLS = {
-    "theorem": "trained_E",
-    "head": "trained_E_head",
-    "gd": "adam",
-    "gd_autograd": "adam_autograd",
-}
-#: The gradient-descent runs, each in one rounding: run key -> the slug of its checks.
-GD_RUNS = {"gd": "gd", "gd_autograd": "gd_autograd"}
+U_CONTROLS = {"theorem": "trained_E", "head": "trained_E_head"}
 _WITHOUT_U = {
     "trained_E": "the theorem's setting (p alone on the one-step E)",
     "trained_E_head": "p and v trained on the one-step E",
-    "adam": "the gradient-descent-trained model (one-sweep step)",
-    "adam_autograd": "the gradient-descent-trained model (autograd step)",
 }
 
 
-def ablation_descriptions(name: str) -> dict[str, str]:
-    """The words of the checks on the runs of the ablation, by check name."""
-    D = NAMES[name]
+def ablation_descriptions(name: str, n_gd: int) -> dict[str, str]:
+    """The words of the checks on the runs of the ablation on the data set ``name``,
+    by check name (``n_gd`` gradient-descent runs)."""
+    D, U = NAMES[name], PICTURE_MATH["cls"]
+    runs = f"{n_gd} gradient-descent runs (seeds, step sizes, roundings)"
     what = {
         f"{name}_one_rho_value_alpha": f"ρ(E·v, α) after one gradient step, {D}",
-        **{
-            f"{name}_{slug}_value_trend": f"{PICTURE_MATH['value']} of the "
-            f"gradient-descent-trained model ({step}), {D}"
-            for slug, step in zip(GD_RUNS.values(), ("one-sweep step", "autograd step"))
-        },
+        f"{name}_gd_value_trend": f"{PICTURE_MATH['value']}: smallest of {runs}, {D}",
+        f"{name}_u_needs_adam": f"{U}: smallest Adam-trained seed minus the largest "
+        f"of {runs}, {D}",
+        f"{name}_gd_u_range": f"{U}: largest difference between two of {runs} (the "
+        f"same dynamics: no U to gain), {D}",
+        f"{name}_gd_stable_loss": "largest training loss of gradient descent at the "
+        f"smaller step size, at most the largest at the edge step (the budget fits as "
+        f"much), {D}",
+        f"{name}_u_between_seeds": f"{U}: largest difference between two Adam-trained "
+        f"seeds (the same training: no U to gain), {D}",
     }
     for slug, words in _WITHOUT_U.items():
-        what[f"{name}_u_needs_{slug}"] = (
-            f"{PICTURE_MATH['cls']}: Adam-trained model minus {words}, {D}"
-        )
-    what[f"{name}_u_between_seeds"] = (
-        f"{PICTURE_MATH['cls']}: largest difference between two Adam-trained seeds "
-        f"(the same training: no U to gain), {D}"
-    )
+        what[f"{name}_u_needs_{slug}"] = f"{U}: Adam-trained model minus {words}, {D}"
     return what
 
 

@@ -97,3 +97,19 @@ def test_only_evidence_is_recorded_unasserted(block):
     with pytest.raises(ValueError, match="only evidence"):
         control("a", 1.0, 0.0)
     assert block == []
+
+
+def test_a_spread_is_recorded_with_its_check(block):
+    c5 = checks.checks(claim="C5")
+    c5("a", 0.5, 0.3, spread=0.04)
+    c5("b", 0.5, 0.3)
+    assert [c.spread for c in block] == [0.04, None]
+    assert checks.compare_with_paper("c", 0.1, 0.3, claim="C5", spread=0.2) is False
+    assert block[-1].spread == 0.2
+
+
+@pytest.mark.parametrize("spread", [-0.1, float("nan"), float("inf")])
+def test_a_negative_or_non_finite_spread_is_rejected(block, spread):
+    with pytest.raises(ValueError, match="spread must be finite and non-negative"):
+        checks.check("a", 0.5, 0.3, claim="C5", spread=spread)
+    assert block == []

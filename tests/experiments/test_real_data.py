@@ -443,6 +443,49 @@ def test_picture_runs_and_tables():
         PictureSettings(seeds=(1, 1))
     with pytest.raises(ValueError, match="optimizer 'gd'"):
         PictureSettings(gd=Dynamics.adam(1e-3))
+    with pytest.raises(ValueError, match="gd_stable must be Dynamics"):
+        PictureSettings(gd_stable=Dynamics.adam(1e-3))
+    with pytest.raises(ValueError, match="gd_stable_steps"):
+        PictureSettings(gd_stable_steps=0)
+
+
+def test_gradient_descent_on_every_seed_at_two_step_sizes():
+    from attnbook.experiments.picture import GD_KEYS, PictureSettings, picture_runs
+    from attnbook.experiments.real_picture import gd_table
+
+    c = _corpus()
+    cfg = ReviewExperimentConfig(dim=8, eta=5.0, dtype=torch.float64)
+    edge, stable = (Dynamics("gd", {g: lr for g in "Epv"}) for lr in (0.1, 0.03))
+    settings = PictureSettings(
+        seeds=(0, 1),
+        steps=4,
+        head_steps=2,
+        gd=edge,
+        gd_stable=stable,
+        gd_stable_steps=6,
+        gd_all_seeds=True,
+    )
+    runs = picture_runs(c, cfg, settings, null_rng=np.random.default_rng(0))
+    assert {(k, s) for k in GD_KEYS for s in (0, 1)} <= set(runs.scores)
+    assert max(runs.curves[("gd_stable_autograd", 1)].steps) == 6
+    assert max(runs.curves[("gd", 1)].steps) == 4
+    assert runs.curves[("gd", 1)].params == {}  # no copy of E kept
+    assert runs.kinds[("gd_stable", 0)] == ("cpu", "float64")
+    # the first seed's edge run is the one a single-seed run makes
+    single = picture_runs(
+        c,
+        cfg,
+        PictureSettings(seeds=(0,), steps=4, head_steps=2, gd=edge),
+        null_rng=np.random.default_rng(0),
+    )
+    for a, b in zip(single.scores[("gd", 0)], runs.scores[("gd", 0)]):
+        np.testing.assert_array_equal(a, b)
+    imp = np.linspace(-1, 1, c.vocab_size)
+    table = gd_table(runs, imp, np.arange(1.0, c.vocab_size + 1))
+    assert len(table) == 8
+    assert set(table.index.get_level_values("step size")) == {"η/10", "η/30"}
+    assert set(table["steps"]) == {4, 6}
+    assert set(table["device"]) == {"cpu"} and set(table["dtype"]) == {"float64"}
 
 
 @pytest.mark.skipif(

@@ -97,13 +97,17 @@ def test_run_quotes_and_descriptions():
     quoted = rp.run_quotes(rows)
     assert quoted["adam_cls"] == rows.loc[RUN_NAMES["adam"], columns[0]]
     assert len(quoted) == 5 * len(columns)
-    what = rp.ablation_descriptions("yelp")
+    what = rp.ablation_descriptions("yelp", 12)
     assert set(what) == {
         "yelp_one_rho_value_alpha",
-        *(f"yelp_{slug}_value_trend" for slug in rp.GD_RUNS.values()),
+        "yelp_gd_value_trend",
+        "yelp_u_needs_adam",
+        "yelp_gd_u_range",
+        "yelp_gd_stable_loss",
         *(f"yelp_u_needs_{slug}" for slug in rp.U_CONTROLS.values()),
         "yelp_u_between_seeds",
     }
+    assert "largest of 12 gradient-descent runs" in what["yelp_u_needs_adam"]
     assert rp.styled_run_table(rows) is not None
 
 
@@ -171,3 +175,50 @@ def test_the_figures_draw_both_data_sets():
     }
     fig = real_figures.synthetic_figure(synthetic, importance["imdb"], runs["imdb"], 0)
     assert len(fig.axes) == 2
+
+
+def test_gd_statistics_set_adam_against_every_gradient_descent_run():
+    U, VALUE = PICTURE_STATISTICS["cls"], PICTURE_STATISTICS["value"]
+    index = pd.MultiIndex.from_tuples(
+        [
+            ("η/10", "one-sweep step", 0),
+            ("η/10", "autograd step", 0),
+            ("η/30", "one-sweep step", 0),
+            ("η/30", "autograd step", 1),
+        ],
+        names=["step size", "rounding", "seed"],
+    )
+    gd = pd.DataFrame(
+        {
+            "steps": [200, 200, 600, 600],
+            "training loss": [0.45, 0.48, 0.40, 0.44],
+            "test accuracy": [0.8] * 4,
+            VALUE: [0.8, 0.7, 0.75, 0.78],
+            U: [0.10, 0.25, 0.05, 0.12],
+            "device": ["cpu"] * 4,
+            "dtype": ["float32"] * 4,
+        },
+        index=index,
+    )
+    seeds = pd.DataFrame(
+        {U: [0.53, 0.52, 0.531, 0.011]},
+        index=["seed 0", "seed 1", "seed 2", "seed-to-seed range"],
+    )
+    g = rp.gd_statistics(gd, seeds)
+    assert g.largest_u == 0.25 and g.u_range == pytest.approx(0.20)
+    assert g.adam_u == 0.52 and g.u_gap == pytest.approx(0.27)
+    assert g.smallest_value == 0.7 and g.value_range == pytest.approx(0.1)
+    assert g.loss == {"edge": 0.48, "stable": 0.44}
+    assert g.quoted["gd_u_min"] == pytest.approx(0.05)
+    assert g.quoted["gd_loss_stable"] == 0.44
+    assert rp.styled_gd_table(gd) is not None
+    assert g.n_runs == 4 and g.quoted["gd_runs"] == 4
+    assert g.u_by_step == {"edge": (0.10, 0.25), "stable": (0.05, 0.12)}
+    assert g.quoted["gd_u_max_edge"] == 0.25 and g.quoted["gd_u_min_stable"] == 0.05
+    quoted = rp.gd_quotes(gd)
+    assert quoted["gd_edge_autograd_0_u"] == 0.25
+    assert quoted["gd_stable_autograd_1_train_loss"] == 0.44
+    assert quoted["gd_devices"] == "cpu float32"
+    assert len(quoted) == 4 * 3 + 1
+    with pytest.raises(ValueError, match="no gradient-descent run"):
+        rp.gd_statistics(gd.iloc[:0], seeds)
