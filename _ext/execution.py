@@ -197,8 +197,9 @@ def _stale_reason(path: Path, records: Path, store, inputs: dict) -> str | None:
     """Why the notebook at ``path`` must be executed again (None: its record and its
     executed notebook carry the current input key ``inputs``)."""
     nb = nbformat.read(path, as_version=4)
-    if chapter_name_in_notebook(nb) is not None:  # the chapter records its numbers
-        record_file = records / f"{path.stem}.json"
+    record_file = records / f"{path.stem}.json"
+    # a chapter that records its numbers (start_chapter) needs its record
+    if record_file.exists() or chapter_name_in_notebook(nb) is not None:
         try:
             record = json.loads(record_file.read_text())
         except FileNotFoundError:

@@ -11,9 +11,11 @@ A chapter's glued numbers and checks are a function of
   (``importlib.import_module``, ``__import__``) or whose code does not parse makes the
   chapter depend on all of attnbook, since what it imports cannot be known from the
   source;
-- the **execution machinery** of ``_ext`` (:mod:`_ext.execution` and what it imports:
-  the kernel's process, its environment, this key); the pages, the dashboard and the
-  paper map change no number and are rebuilt from the records;
+- the **process that runs the chapter's kernel**, :mod:`_ext.chapter_run` (and what
+  of ``_ext`` it imports): how the kernel is started, in which folder, with which
+  timeout. The rest of ``_ext`` (the scheduling of the chapters, the records read
+  back, the pages, the dashboard, the paper map) changes no number: the pages are
+  rebuilt from the records at every build;
 - the **lock** ``requirements.txt`` and the Python version;
 - the **review data**, for a chapter that reaches the module that reads it
   (:data:`DATA_MODULE`): the SHA-256 of every file of the mirror
@@ -288,7 +290,7 @@ def input_keys(notebooks: Iterable[Path], root: Path = _ROOT) -> dict[str, dict]
     ext = _modules(root, "_ext")
     parsed: dict[str, tuple[set[str], str | None]] = {}
     digests: dict[Path, str] = {}
-    ext_used, _ = import_closure(["_ext.execution"], ext)
+    ext_used, _ = import_closure(["_ext.chapter_run"], ext)
     shared = {
         "ext": _sha(
             "".join(_sha(ext[m].read_bytes()) for m in sorted(ext_used) if m in ext)
@@ -345,7 +347,7 @@ def what_changed(recorded: dict | None, current: dict) -> str:
             said.append(
                 {
                     "code": "its code cells",
-                    "ext": "the execution machinery (_ext)",
+                    "ext": "the process that runs its kernel (_ext/chapter_run.py)",
                     "lock": "the lock (requirements.txt)",
                     "data": "the review data",
                     "attnbook_scope": "the attnbook modules it reaches",

@@ -112,8 +112,9 @@ def _chapter_book(root):
         nb.cells = [
             nbformat.v4.new_markdown_cell(f"# Chapter {name}"),
             nbformat.v4.new_code_cell(
-                "from attnbook.book.records import start_record, glue\n"
-                f"start_record({name!r})\nglue('v', 1)\n"
+                "from attnbook.book.chapter import start_chapter\n"
+                "from attnbook.book.records import glue\n"
+                f"start_chapter({name!r}, seed=0)\nglue('v', 1)\n"
                 f"open('executions.txt', 'a').write('{name} ')"
             ),
         ]
@@ -132,8 +133,8 @@ def _edit(path, cell, text):
 
 def test_execute_book_reuses_what_did_not_change(tmp_path, monkeypatch, capsys):
     """A chapter is executed again only when its inputs changed (its code, a
-    setting), each with the reason; its prose does not count; ``force`` executes all;
-    a record edited or of other inputs is not reused."""
+    setting), each with the reason; its prose does not count; a record edited after
+    its run, or missing, is not reused."""
     book = _chapter_book(tmp_path)
     build = book / "_build"
     records = build / "records" / "book"
@@ -168,11 +169,11 @@ def test_execute_book_reuses_what_did_not_change(tmp_path, monkeypatch, capsys):
     executed, report = run()
     assert executed == ["one", "two"]
     assert "the settings (ATTNBOOK_DEVICE)" in report.reasons["one"]
-    assert run(force=True)[0] == ["one", "two"]
     record = json.loads((records / "one.json").read_text())
     record["glued"]["v"] = 2  # edited after its run: executed again, not reused
     (records / "one.json").write_text(json.dumps(record))
     executed, report = run()
     assert executed == ["one"] and "changed after its run" in report.reasons["one"]
     (records / "two.json").unlink()
-    assert run()[0] == ["two"]
+    executed, report = run()
+    assert executed == ["two"] and report.reasons == {"two": "no record of it"}
