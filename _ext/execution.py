@@ -20,16 +20,16 @@ Each execution is one *run* with a fresh ``ATTNBOOK_RUN_ID`` (written to
 :data:`RUN_FILE` in the records folder, ``ATTNBOOK_RECORD_DIR``); every chapter records
 its glued numbers and checks there (:mod:`attnbook.book.records`) with its *input key*,
 the digest of everything its numbers depend on (:mod:`_ext.input_key`: its code cells,
-the attnbook modules it imports, the execution machinery, the lock, the data, the
-settings). The book's execution is *incremental* (:func:`execute_book`): a chapter whose
-record and executed notebook in the cache both carry the current key is reused as it
-stands, and only the others are executed, each with the reason (:func:`plan_run`); the
-book's Sphinx extension accepts a set of records whose keys are the current ones,
-whichever runs made them, and refuses any other. ``--force`` executes every chapter, and
-a separate run (``--check-run``) always executes the chapters it names, into a folder of
-its own. One execution at a time writes a records folder (:func:`run_lock`); the record
-of a chapter that did not finish is set aside (``<chapter>.json.failed``) and nothing of
-it is cached.
+the attnbook modules it imports, the process that runs its kernel, the lock, the data,
+the settings). The book's execution is *incremental* (:func:`execute_book`): a chapter
+whose record and executed notebook in the cache both carry the current key is reused
+as it stands, and only the others are executed, each with the reason
+(:func:`plan_run`); the book's Sphinx extension accepts a set of records whose keys are
+the current ones, whichever runs made them, and refuses any other. ``--force``
+executes every chapter, and a separate run (``--check-run``) always executes the
+chapters it names, into a folder of its own. One execution at a time writes a records
+folder (:func:`run_lock`); the record of a chapter that did not finish is set aside
+(``<chapter>.json.failed``) and nothing of it is cached.
 
 Run it as ``python -m _ext.execution [--jobs N]`` from the book's root
 (``scripts/build-book.sh`` does).
