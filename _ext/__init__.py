@@ -9,8 +9,6 @@ repository root (``python -m _ext.execution``).
 - :mod:`_ext.execution`, :mod:`_ext.chapter_run`, :mod:`_ext.run_guard` -- the
   chapters executed side by side into the Jupyter cache before the build, one process
   and one kernel each;
-- :mod:`_ext.input_key` -- what a chapter's numbers depend on, as the key its record
-  carries and by which the build reuses it;
 - :mod:`_ext.record_files` -- the records of a run read, verified and compared;
   :mod:`_ext.device_runs` -- a CPU and a GPU run compared within tolerances;
 - :mod:`_ext.claims` -- the claims C1-C7, read from ``chapters/claims.yml``;

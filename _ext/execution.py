@@ -245,7 +245,7 @@ def plan_run(
 def _uncache(store, path: Path) -> None:
     """Remove every executed notebook of ``path`` from the cache."""
     for cached in store.list_cache_records():
-        if Path(cached.uri) == Path(path):
+        if Path(cached.uri).resolve() == Path(path).resolve():
             store.remove_cache(cached.pk)
 
 
