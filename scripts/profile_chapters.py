@@ -8,7 +8,8 @@ For each chapter it writes ``<out>/<chapter>.prof`` (``pstats``) and
 NumPy, SciPy, ...) with the largest own and cumulative times. With ``--table`` it
 prints, from the JSON files in ``--out``, a Markdown table of each chapter's largest
 costs: the attnbook functions with the largest cumulative time that are not called
-through another of the listed ones.
+directly by another of the listed ones (a later entry may still run inside an earlier
+one: the shares overlap), and the function with the largest own time.
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ def profile(chapter: str, out: Path) -> dict:
 
 def largest_costs(summary: dict, n: int = 4) -> list[dict]:
     """The attnbook functions with the largest cumulative time, leaving out those
-    called only through a function already listed, and the chapter's own helpers
-    (``attnbook/book``) that only wrap them."""
+    called directly by a function already listed, those under 2 % of the chapter's
+    time, and the chapter's start (``attnbook/book/chapter``)."""
     picked: list[dict] = []
     for row in summary["by_cum"]:
         if row["where"].startswith("attnbook/book/chapter"):
