@@ -16,11 +16,18 @@ included) its chapters and their kernels end within a few seconds. The default n
 of chapters at a time (:func:`default_jobs`) is bounded by the CPUs and by the memory
 available, at the largest kernel peak of the previous run.
 
-Each execution is one *run*: the records folder (``ATTNBOOK_RECORD_DIR``) is emptied,
-a fresh ``ATTNBOOK_RUN_ID`` is written to :data:`RUN_FILE` in it, and every chapter
-records its glued numbers and checks there (:mod:`attnbook.book.records`); the book's
-Sphinx extension reads that run and refuses records of any other. The cache is emptied
-too, so every chapter runs in every execution. One execution at a time writes a records
+Each execution is one *run* with a fresh ``ATTNBOOK_RUN_ID`` (written to
+:data:`RUN_FILE` in the records folder, ``ATTNBOOK_RECORD_DIR``); every chapter records
+its glued numbers and checks there (:mod:`attnbook.book.records`) with its *input key*,
+the digest of everything its numbers depend on (:mod:`_ext.input_key`: its code cells,
+the attnbook modules it imports, the process that runs its kernel, the lock, the data,
+the settings). The book's execution is *incremental* (:func:`execute_book`): a chapter
+whose record and executed notebook in the cache both carry the current key is reused
+as it stands, and only the others are executed, each with the reason
+(:func:`plan_run`); the book's Sphinx extension accepts a set of records whose keys are
+the current ones, whichever runs made them, and refuses any other. ``--force``
+executes every chapter, and a separate run (``--check-run``) always executes the
+chapters it names, into a folder of its own. One execution at a time writes a records
 folder (:func:`run_lock`); the record of a chapter that did not finish is set aside
 (``<chapter>.json.failed``) and nothing of it is cached.
 
@@ -44,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +61,9 @@ from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 
 from _ext.chapter_run import describe_exit, set_aside_record
+from _ext.input_key import input_keys, what_changed
+from _ext.notebooks import chapter_name_in_notebook
+from _ext.record_files import verify_record
 from _ext.run_guard import (
     RunInterrupted,
     default_jobs,
@@ -61,7 +72,7 @@ from _ext.run_guard import (
     set_parent_death_signal,
     signals_end_the_run,
 )
-from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
+from attnbook.book.records import INPUT_KEYS_ENV, RECORD_DIR_ENV, RUN_ID_ENV, SCHEMA
 
 __all__ = [
     "CACHE_DIR",
@@ -70,8 +81,11 @@ __all__ = [
     "book_notebooks",
     "new_run",
     "read_run_id",
+    "plan_run",
+    "RunPlan",
     "execute_notebooks",
     "execute_book",
+    "describe_plan",
     "ExecutionReport",
     "run_lock",
     "RunInterrupted",
@@ -116,14 +130,28 @@ def book_notebooks(root: Path) -> list[Path]:
     return [p for p in dict.fromkeys(paths) if p.is_file()]
 
 
-def new_run(records: Path) -> str:
-    """Empty ``records`` and give it a fresh run id (written to :data:`RUN_FILE`);
-    returns the id."""
-    shutil.rmtree(records, ignore_errors=True)
-    records.mkdir(parents=True)
+def new_run(records: Path, keep: Iterable[str] = ()) -> str:
+    """Empty ``records`` but for the records of the chapters in ``keep`` (reused from
+    earlier runs) and give it a fresh run id (written to :data:`RUN_FILE`); returns
+    the id."""
+    records = Path(records)
+    _prune(records, keep)
+    records.mkdir(parents=True, exist_ok=True)
     run_id = f"book-{time.time_ns()}-{os.getpid()}"
     (records / RUN_FILE).write_text(run_id + "\n")
     return run_id
+
+
+def _prune(records: Path, keep: Iterable[str], run_file: bool = False) -> None:
+    """Remove everything in ``records`` but the records of the chapters in ``keep``
+    (and, with ``run_file``, the run's id)."""
+    kept = {f"{name}.json" for name in keep} | ({RUN_FILE} if run_file else set())
+    if not kept:
+        shutil.rmtree(records, ignore_errors=True)
+    elif records.is_dir():
+        for path in records.iterdir():
+            if path.name not in kept:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def read_run_id(records: Path) -> str | None:
@@ -136,13 +164,89 @@ def read_run_id(records: Path) -> str | None:
 
 @dataclass
 class ExecutionReport:
-    """Seconds per executed notebook, the error text of those that failed and each
-    chapter kernel's peak resident memory (bytes)."""
+    """Seconds per executed notebook, the error text of those that failed, each
+    chapter kernel's peak resident memory (bytes), the chapters reused as they stood
+    and why each of the others was executed."""
 
     seconds: dict[str, float] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     peak_bytes: dict[str, int] = field(default_factory=dict)
     wall: float = 0.0
+    reused: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunPlan:
+    """Which notebooks a run reuses (their record and executed notebook carry the
+    current input key) and which it executes, each with the reason."""
+
+    reuse: list[Path] = field(default_factory=list)
+    execute: dict[Path, str] = field(default_factory=dict)
+
+
+def _cached(store, nb: nbformat.NotebookNode):
+    """The cache's record of ``nb``'s code, or None."""
+    try:
+        return store.match_cache_notebook(nb)
+    except KeyError:
+        return None
+
+
+def _stale_reason(path: Path, records: Path, store, inputs: dict) -> str | None:
+    """Why the notebook at ``path`` must be executed again (None: its record and its
+    executed notebook carry the current input key ``inputs``)."""
+    nb = nbformat.read(path, as_version=4)
+    record_file = records / f"{path.stem}.json"
+    # a chapter that records its numbers (start_chapter) needs its record
+    if record_file.exists() or chapter_name_in_notebook(nb) is not None:
+        try:
+            record = json.loads(record_file.read_text())
+        except FileNotFoundError:
+            return "no record of it"
+        except (OSError, ValueError) as err:
+            return f"its record is unreadable ({err})"
+        changed = what_changed(record.get("inputs"), inputs)
+        if changed:
+            return changed
+        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+            return "its record is not an attnbook record"
+        try:
+            verify_record(record_file, record)
+        except ValueError as err:
+            return str(err)
+        if record.get("cell_errors"):
+            return "its record has cells that raised"
+    cached = _cached(store, nb)
+    if cached is None:
+        return "no executed notebook of its code in the cache"
+    if (cached.data or {}).get("input_key") != inputs["key"]:
+        return "its executed notebook in the cache was made from other inputs"
+    return None
+
+
+def plan_run(
+    notebooks: list[Path], records: Path, cache: Path, keys: dict[str, dict]
+) -> RunPlan:
+    """Which of ``notebooks`` can be reused from ``records`` and the Jupyter cache
+    ``cache`` (both carry the current input key of ``keys``), and why each other one
+    must be executed."""
+    store = get_cache(str(cache))
+    plan = RunPlan()
+    for path in notebooks:
+        why = _stale_reason(Path(path), Path(records), store, keys[Path(path).stem])
+        if why is None:
+            plan.reuse.append(Path(path))
+        else:
+            plan.execute[Path(path)] = why
+    return plan
+
+
+def _uncache(store, path: Path) -> None:
+    """Remove every executed notebook of ``path`` from the cache."""
+    for cached in store.list_cache_records():
+        if Path(cached.uri).resolve() == Path(path).resolve():
+            store.remove_cache(cached.pk)
 
 
 def _longest_first(paths: list[Path], times_file: Path | None) -> list[Path]:
@@ -225,13 +329,19 @@ def execute_notebooks(
     times_file: Path | None = None,
     timeout: int = 900,
     lock_wait: float = 30.0,
+    incremental: bool = False,
+    keys: dict[str, dict] | None = None,
 ) -> ExecutionReport:
     """Execute ``notebooks``, ``jobs`` at a time, as one run (:func:`new_run` on
     ``records``, under :func:`run_lock`); with ``cache``, store the executed notebooks
-    in that Jupyter cache (emptied first). With ``times_file``, the chapters that took
-    longest in the previous run start first, and this run's times and memory are
-    written there. Another execution writing ``records`` is waited for up to
-    ``lock_wait`` seconds (:func:`run_lock`).
+    in that Jupyter cache with their input keys (``keys``, by default
+    :func:`_ext.input_key.input_keys` of the notebooks as they are now), which is
+    emptied first unless the run is ``incremental``: then the notebooks whose record
+    and executed notebook carry the current key are reused (:func:`plan_run`) and
+    only the others executed. With ``times_file``, the chapters that took longest in
+    the previous run start first, and this run's times and memory are written there.
+    Another execution writing ``records`` is waited for up to ``lock_wait`` seconds
+    (:func:`run_lock`).
 
     Each chapter runs in a process of its own (:mod:`_ext.chapter_run`) whose
     kernel ends with it, so at most ``jobs`` kernels are alive at any time. A chapter
@@ -240,15 +350,39 @@ def execute_notebooks(
     """
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
+    if incremental and cache is None:
+        raise ValueError("an incremental run needs the cache of the executed notebooks")
     records = Path(records).resolve()
-    order = _longest_first(list(notebooks), times_file)
+    keys = keys if keys is not None else input_keys(notebooks)
     report = ExecutionReport()
     with run_lock(records, wait=lock_wait) as lock_fd:
-        env = {**os.environ, RECORD_DIR_ENV: str(records), RUN_ID_ENV: new_run(records)}
+        if incremental:
+            plan = plan_run(list(notebooks), records, cache, keys)
+        else:
+            plan = RunPlan(execute={Path(p): "asked for" for p in notebooks})
+        report.reused = [p.stem for p in plan.reuse]
+        report.reasons = {p.stem: why for p, why in plan.execute.items()}
+        if incremental:
+            for line in describe_plan(report):
+                print(f"[attnbook] {line}", flush=True)
+        if incremental and not plan.execute and read_run_id(records):
+            _prune(records, report.reused, run_file=True)  # nothing to run
+            return report
+        order = _longest_first(list(plan.execute), times_file)
+        run_id = new_run(records, keep=report.reused)
+        env = {
+            **os.environ,
+            RECORD_DIR_ENV: str(records),
+            RUN_ID_ENV: run_id,
+            INPUT_KEYS_ENV: json.dumps(keys, sort_keys=True),
+        }
         store = None
         if cache is not None:
-            shutil.rmtree(cache, ignore_errors=True)
+            if not incremental:
+                shutil.rmtree(cache, ignore_errors=True)
             store = get_cache(str(cache))
+            for path in order:  # a stale executed notebook is never taken again
+                _uncache(store, path)
         t0 = time.perf_counter()
         scratch = Path(tempfile.mkdtemp(prefix="attnbook-run-"))
         queue, running = list(order), []
@@ -262,7 +396,7 @@ def execute_notebooks(
                     time.sleep(0.1)
                     for job in [j for j in running if j.process.poll() is not None]:
                         running.remove(job)
-                        _finished(job, report, records, store)
+                        _finished(job, report, records, store, keys)
         finally:
             _stop(running)  # an interrupted run: its chapters end, none is published
             for job in running:
@@ -270,15 +404,27 @@ def execute_notebooks(
             shutil.rmtree(scratch, ignore_errors=True)
         report.wall = time.perf_counter() - t0
     if times_file is not None:
-        entries = {
-            name: {"seconds": round(s, 2), "peak_bytes": report.peak_bytes.get(name, 0)}
-            for name, s in report.seconds.items()
+        entries = {  # a reused chapter keeps the times of the run that made it
+            name: entry
+            for name, entry in last_run(times_file).items()
+            if name in report.reused
         }
+        entries.update(
+            {
+                name: {
+                    "seconds": round(s, 2),
+                    "peak_bytes": report.peak_bytes.get(name, 0),
+                }
+                for name, s in report.seconds.items()
+            }
+        )
         Path(times_file).write_text(json.dumps(entries, indent=1) + "\n")
     return report
 
 
-def _finished(job: _Running, report: ExecutionReport, records: Path, store) -> None:
+def _finished(
+    job: _Running, report: ExecutionReport, records: Path, store, keys: dict
+) -> None:
     """Take in the outcome of a finished chapter: cache it or report its failure."""
     name = job.path.stem
     outcome = _outcome(job)
@@ -301,7 +447,11 @@ def _finished(job: _Running, report: ExecutionReport, records: Path, store) -> N
     if store is not None:
         nb = nbformat.read(outcome["notebook"], as_version=4)
         store.cache_notebook_bundle(
-            CacheBundleIn(nb, str(job.path), data={"execution_seconds": seconds}),
+            CacheBundleIn(
+                nb,
+                str(job.path),
+                data={"execution_seconds": seconds, "input_key": keys[name]["key"]},
+            ),
             check_validity=False,
             overwrite=True,
         )
@@ -309,10 +459,12 @@ def _finished(job: _Running, report: ExecutionReport, records: Path, store) -> N
 
 
 def execute_book(
-    root: Path, build: Path, *, jobs: int, timeout: int = 900
+    root: Path, build: Path, *, jobs: int, timeout: int = 900, force: bool = False
 ) -> ExecutionReport:
-    """Execute every notebook of the book at ``root`` (:func:`book_notebooks`) into
-    the cache ``build/``:data:`CACHE_DIR`, as the run of ``build/records/book``."""
+    """Execute the notebooks of the book at ``root`` (:func:`book_notebooks`) into the
+    cache ``build/``:data:`CACHE_DIR`, as a run of ``build/records/book``: those whose
+    inputs changed since their record was made (:func:`plan_run`), or, with ``force``,
+    every one. Prints what it reuses and why it executes each other notebook."""
     root, build = Path(root).resolve(), Path(build).resolve()
     return execute_notebooks(
         book_notebooks(root),
@@ -321,13 +473,29 @@ def execute_book(
         cache=build / CACHE_DIR,
         times_file=build / TIMES_FILE,
         timeout=timeout,
+        incremental=not force,
     )
+
+
+def describe_plan(report: ExecutionReport) -> list[str]:
+    """The lines that say which chapters a run reused and why it executed the
+    others."""
+    lines = []
+    if report.reused:
+        lines.append(
+            f"{len(report.reused)} chapter(s) reused, their inputs unchanged since "
+            f"their record: {', '.join(sorted(report.reused))}"
+        )
+    for name, why in report.reasons.items():
+        lines.append(f"executing {name}: {why}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: execute the book in the current folder into ``_build``; with
     ``--check-run FOLDER``, execute its chapters again as a separate run recorded in
-    FOLDER (no cache: the book keeps its own run), to compare the two."""
+    FOLDER (no cache: the book keeps its own run), to compare the two. The book's
+    execution reuses the chapters whose inputs did not change (``--force``: none)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=Path("."))
     parser.add_argument("--build", type=Path, default=Path("_build"))
@@ -337,6 +505,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="chapters executed at a time (default: one per CPU this process may use, "
         "as many as the available memory holds)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="execute every chapter, even those whose record and executed notebook "
+        "carry the current input key",
     )
     parser.add_argument("--check-run", type=Path, metavar="FOLDER")
     parser.add_argument(
@@ -351,7 +525,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[attnbook] {args.jobs} chapter(s) at a time ({why})", flush=True)
     try:
         if args.check_run is None:
-            report = execute_book(args.root, args.build, jobs=args.jobs)
+            report = execute_book(
+                args.root, args.build, jobs=args.jobs, force=args.force
+            )
         else:
             notebooks = book_notebooks(args.root)
             chosen = [
@@ -372,9 +548,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     total = sum(report.seconds.values())
+    reused = f", {len(report.reused)} reused" if report.reused else ""
     print(
         f"[attnbook] {len(report.seconds)} chapters executed in {report.wall:.0f} s "
-        f"with {args.jobs} at a time (sum of their times {total:.0f} s)"
+        f"with {args.jobs} at a time (sum of their times {total:.0f} s){reused}"
     )
     for name, text in report.failed.items():
         print(f"[attnbook] {name} failed:\n{text}", file=sys.stderr)

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from _ext.input_key import what_changed
 from attnbook.book.checks import outcome
 from attnbook.book.records import RECORD_DIR_ENV, SCHEMA, record_digest
 
@@ -14,12 +15,18 @@ __all__ = ["load_records", "verify_record", "compare_records"]
 _RERUN = "rerun the chapters (scripts/build-book.sh) to record them anew"
 
 
-def verify_record(path: Path, record: dict, run_id: str | None = None) -> None:
+def verify_record(
+    path: Path,
+    record: dict,
+    run_id: str | None = None,
+    inputs: dict | None = None,
+) -> None:
     """Refuse a record that its run did not write as it stands: its digest
     (:func:`attnbook.book.records.record_digest`) must match its content, its run id
-    ``run_id`` (when given), and every check's stored outcome the outcome its value,
-    relation and threshold give. Raises ``ValueError`` naming the record and what
-    disagrees."""
+    ``run_id`` (when given), its input key the current one ``inputs`` (when given:
+    ``{"key", "parts"}`` of :func:`_ext.input_key.input_keys`), and every check's
+    stored outcome the outcome its value, relation and threshold give. Raises
+    ``ValueError`` naming the record and what disagrees."""
     digest = record.get("digest")
     if digest is None:
         raise ValueError(
@@ -35,6 +42,13 @@ def verify_record(path: Path, record: dict, run_id: str | None = None) -> None:
             f"{path} belongs to another run ({record.get('run_id')}, this one is "
             f"{run_id}); {_RERUN}"
         )
+    if inputs is not None:
+        changed = what_changed(record.get("inputs"), inputs)
+        if changed:
+            raise ValueError(
+                f"{path} was made from other inputs than the current tree ({changed}); "
+                f"{_RERUN}"
+            )
     for chk in record.get("checks", ()):
         try:
             holds = outcome(chk["value"], chk["relation"], chk["threshold"])
@@ -52,10 +66,15 @@ def verify_record(path: Path, record: dict, run_id: str | None = None) -> None:
 
 
 def load_records(
-    folder: str | os.PathLike, run_id: str | None = None
+    folder: str | os.PathLike,
+    run_id: str | None = None,
+    keys: dict[str, dict] | None = None,
 ) -> dict[str, dict]:
     """All chapter records in ``folder``, by chapter name, each verified
-    (:func:`verify_record`; with ``run_id``, every record must belong to that run).
+    (:func:`verify_record`; with ``run_id``, every record must belong to that run;
+    with ``keys``, the current input keys by chapter
+    (:func:`_ext.input_key.input_keys`), every record must carry its chapter's key,
+    whichever run made it).
 
     Raises ``FileNotFoundError`` when the folder does not exist and ``ValueError`` for a
     file that is not a record, or a record its run did not write as it stands.
@@ -77,7 +96,15 @@ def load_records(
             ) from err
         if not isinstance(record, dict) or record.get("schema") != SCHEMA:
             raise ValueError(f"{path} is not an attnbook record (schema {SCHEMA})")
-        verify_record(path, record, run_id)
+        inputs = None
+        if keys is not None:
+            inputs = keys.get(record.get("chapter"))
+            if inputs is None:
+                raise ValueError(
+                    f"{path} is the record of {record.get('chapter')!r}, not a chapter "
+                    f"of this book; delete it, or {_RERUN}"
+                )
+        verify_record(path, record, run_id, inputs)
         records[record["chapter"]] = record
     return records
 

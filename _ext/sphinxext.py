@@ -2,15 +2,19 @@
 build's records.
 
 Loaded by the package :mod:`_ext` (``sphinx.local_extensions`` in ``_config.yml``).
-The chapters of a build form one *run* (:mod:`_ext.execution`):
-``scripts/build-book.sh`` executes them side by side before Sphinx starts and leaves
-their outputs in the Jupyter cache (``execute_notebooks: cache``) and their records,
-with the run's id, in ``<build folder>/records/book``. At the start of the build this
-extension points ``ATTNBOOK_RECORD_DIR`` and ``ATTNBOOK_RUN_ID`` at that run, so a
-chapter that MyST-NB executes itself (its code changed since) records into it too;
-without a run (a plain ``jupyter-book build``) it starts one and empties the cache, so
-that every chapter runs in the build. It marks every document for re-reading. After
-all chapters ran, when pages are written, it replaces
+The chapters' numbers come from their records in ``<build folder>/records/book``,
+each made by a run of :mod:`_ext.execution` and carrying the *input key* of the
+chapter (:mod:`_ext.input_key`: the digest of its code cells, the attnbook modules it
+imports, the lock, the data and the settings). ``scripts/build-book.sh`` executes the
+chapters whose inputs changed before Sphinx starts; at the start of every build
+(``jupyter-book build`` alone too) this extension computes the current keys and, with
+``execute_notebooks: cache``, executes the same way every chapter whose record or
+executed notebook in the Jupyter cache carries another key, saying which and why
+(:func:`_ext.execution.plan_run`), and reuses the others as they stand. It points
+``ATTNBOOK_RECORD_DIR``, ``ATTNBOOK_RUN_ID`` and ``ATTNBOOK_INPUT_KEYS`` at that run,
+so a chapter that MyST-NB executes itself records into it too (in another execution
+mode MyST-NB executes every chapter, into a run emptied first). It marks every document
+for re-reading. After all chapters ran, when pages are written, it replaces
 
 - ``{claims-dashboard}`` (landing page) by one block per claim C1-C7 with its status,
   a headline statistic and the checks that verify it, folded (:mod:`_ext.pages`), the
@@ -22,8 +26,9 @@ all chapters ran, when pages are written, it replaces
   long, its checks; and it puts each chapter's own line of the same under its title.
 
 It stops the build with an error when a chapter that calls ``start_chapter`` left no
-record of this build, when a record belongs to another build, or when a chapter's cells
-raised: the dashboard never shows stale or partial numbers.
+record, when a record's input key is not the chapter's current one (it was made from
+another tree, data or settings), or when a chapter's cells raised: the dashboard never
+shows stale or partial numbers.
 
 Order of execution: MyST-NB takes (or executes) a notebook while Sphinx *reads* it, and
 the two tables are built only when pages are *written*, which starts after every
@@ -35,7 +40,6 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
-import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,7 +56,16 @@ from _ext.dashboard import (
     check_counts,
     required_chapters,
 )
-from _ext.execution import CACHE_DIR, RUN_FILE, new_run, read_run_id
+from _ext.execution import (
+    CACHE_DIR,
+    RUN_FILE,
+    TIMES_FILE,
+    book_notebooks,
+    execute_notebooks,
+    new_run,
+    read_run_id,
+)
+from _ext.input_key import input_keys
 from _ext.pages import (
     claims_dashboard,
     run_report_checks,
@@ -61,9 +74,10 @@ from _ext.pages import (
     text_para,
 )
 from _ext.record_files import load_records
+from _ext.run_guard import RunInterrupted, default_jobs
 from _ext.verdict import claims_verdict
 from attnbook.book.environment import data_table
-from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
+from attnbook.book.records import INPUT_KEYS_ENV, RECORD_DIR_ENV, RUN_ID_ENV
 
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"  # attnbook.css: badges and folded checks
@@ -107,20 +121,62 @@ def _record_dir(app) -> Path:
     return Path(app.outdir).parent / "records" / "book"
 
 
+def _execute_stale(app, notebooks: list[Path], keys: dict[str, dict]) -> None:
+    """Execute, side by side and into the Jupyter cache, the chapters whose record or
+    executed notebook carries another input key than the current one (none after
+    ``scripts/build-book.sh``); stop the build when one fails."""
+    build = Path(app.outdir).parent
+    cache = Path(app.config.nb_execution_cache_path or build / CACHE_DIR)
+    jobs, why = default_jobs(build / TIMES_FILE)
+    try:
+        report = execute_notebooks(
+            notebooks,
+            _record_dir(app),
+            jobs=int(os.environ.get("ATTNBOOK_JOBS") or jobs),
+            cache=cache,
+            times_file=build / TIMES_FILE,
+            timeout=int(getattr(app.config, "nb_execution_timeout", 900) or 900),
+            incremental=True,
+            keys=keys,
+        )
+    except (RuntimeError, RunInterrupted) as err:
+        raise ExtensionError(str(err)) from err
+    if report.seconds:
+        logger.info(
+            f"[attnbook] {len(report.seconds)} chapter(s) executed in "
+            f"{report.wall:.0f} s ({why})"
+        )
+    if report.failed:
+        raise ExtensionError(
+            "chapter(s) failed: "
+            + "; ".join(
+                f"{name}: {text.strip().splitlines()[-1] if text.strip() else '?'}"
+                for name, text in report.failed.items()
+            )
+        )
+
+
 def _on_builder_inited(app) -> None:
     folder = _record_dir(app)
-    run_id = read_run_id(folder)
-    if run_id is None:
-        # no execution before the build: start a run, and empty the cache so that
-        # MyST-NB executes every chapter in it
-        cache = app.config.nb_execution_cache_path
-        shutil.rmtree(cache or Path(app.outdir).parent / CACHE_DIR, ignore_errors=True)
-        run_id = new_run(folder)
+    try:
+        notebooks = book_notebooks(Path(app.srcdir))
+    except ValueError:  # not a Jupyter Book: MyST-NB executes what it reads
+        notebooks = []
+    keys = input_keys(notebooks)
+    app._attnbook_keys = keys
+    app._attnbook_inited = time.time()
+    if app.config.nb_execution_mode == "cache":
+        _execute_stale(app, notebooks, keys)
+    else:  # MyST-NB executes every chapter in this build, into a run of its own
+        new_run(folder)
+    run_id = read_run_id(folder) or new_run(folder, keep=keys)
     # chapters that MyST-NB executes itself (not in the cache) record into the same run
     os.environ[RECORD_DIR_ENV] = str(folder)  # kernels started by MyST-NB inherit it
     os.environ[RUN_ID_ENV] = run_id
+    os.environ[INPUT_KEYS_ENV] = json.dumps(keys, sort_keys=True)
     # the run started when its id was written (before the build when the chapters
     # were executed beforehand)
+    app._attnbook_run_id = run_id
     app._attnbook_t0 = (folder / RUN_FILE).stat().st_mtime
     app.env.attnbook_build_started = datetime.fromtimestamp(
         app._attnbook_t0, timezone.utc
@@ -128,7 +184,8 @@ def _on_builder_inited(app) -> None:
 
 
 def _on_env_get_outdated(app, env, added, changed, removed):
-    # Every chapter runs in every build, so the records describe this build.
+    # Every page is read again: the outputs of a chapter executed since come from the
+    # cache, and the glued numbers with them.
     return sorted(set(env.found_docs) - set(added) - set(changed))
 
 
@@ -156,18 +213,17 @@ def _build_records(app) -> dict[str, dict]:
         required = required_chapters(notebooks)
     except ValueError as err:
         raise ExtensionError(str(err)) from err
-    run_id = os.environ.get(RUN_ID_ENV)
-    try:
-        records = load_records(_record_dir(app), run_id)
-    except ValueError as err:  # a record its run did not write as it stands
+    try:  # every record must carry its chapter's current input key
+        records = load_records(_record_dir(app), keys=app._attnbook_keys)
+    except ValueError as err:  # a record of other inputs, or edited after its run
         raise ExtensionError(str(err)) from err
     missing = sorted(set(required) - set(records))
     if missing:
         raise ExtensionError(
             f"no record of this build for the chapter(s) {missing} in "
-            f"{_record_dir(app)}: they were not executed by this build, or did not "
-            "reach start_chapter. The claims dashboard refuses to show stale or "
-            "partial results."
+            f"{_record_dir(app)}: they were not executed with the current inputs, or "
+            "did not reach start_chapter. The claims dashboard refuses to show stale "
+            "or partial results."
         )
     for name, record in records.items():
         if record.get("cell_errors"):
@@ -283,13 +339,24 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
             "",
         ]
     )
-    wall = time.time() - getattr(app, "_attnbook_t0", time.time())
+    run_id = getattr(app, "_attnbook_run_id", None)
+    executed = [n for n, r in records.items() if r.get("run_id") == run_id]
+    reused = len(records) - len(executed)
+    since = app._attnbook_t0 if executed else app._attnbook_inited
+    wall = time.time() - since
+    kept = (
+        f"; the records of the other {reused} chapter(s) were reused from the runs "
+        "that made them, their input keys (code cells, the attnbook modules they "
+        "import, the lock, the data, the settings) being the current ones"
+        if reused
+        else ""
+    )
     out: list[nodes.Node] = [
         text_para(
-            f"Run of {app.env.attnbook_build_started} (UTC): executing the chapters "
-            f"and reading all pages took {wall:.0f} s of wall-clock time (chapters "
-            "execute side by side, one process each, so their run times add up to "
-            "more)."
+            f"Run of {app.env.attnbook_build_started} (UTC): executing "
+            f"{len(executed)} chapter(s) and reading all pages took {wall:.0f} s of "
+            "wall-clock time (chapters execute side by side, one process each, so "
+            f"their run times add up to more){kept}."
         ),
         table(
             [

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Build the HTML book (executing every chapter) into _build/html, strictly, and its PDFs into
-# _build/pdf (scripts/build_pdf.py; copied into _build/html/pdf for publishing).
+# Build the HTML book into _build/html, strictly, and its PDFs into _build/pdf
+# (scripts/build_pdf.py; copied into _build/html/pdf for publishing).
 # Sets up .venv on first use (scripts/env.sh, which also sets the thread defaults: one thread per
-# process). The chapters execute first, side by side (python -m _ext.execution;
-# ATTNBOOK_JOBS at a time, default: one per CPU this process may use), then Sphinx builds the
-# pages from their outputs.
-# Extra arguments go to `jupyter-book build`.
+# process). The chapters whose inputs changed since their record (code cells, the attnbook modules
+# they import, the lock, the data, the settings: _ext/input_key.py) execute first, side by side
+# (python -m _ext.execution; ATTNBOOK_JOBS at a time, default: one per CPU this process may use);
+# the others are reused from _build as they stand. Then Sphinx builds the pages from their outputs.
+# `--force` as the first argument executes every chapter; other arguments go to `jupyter-book build`.
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "$0")/env.sh"
@@ -20,9 +21,14 @@ if command -v flock > /dev/null && ! flock -w 30 9; then
     "_build/build.lock); wait for it to end or stop it, then build again" >&2
   exit 1
 fi
+force=()
+if [ "${1:-}" = --force ]; then
+  force=(--force)
+  shift
+fi
 rm -rf _build/html _build/jupyter_execute
 start=$(date +%s)
-python -m _ext.execution ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"}
+python -m _ext.execution ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"} ${force[@]+"${force[@]}"}
 executed=$(date +%s)
 jupyter-book build . -W -n --keep-going "$@"
 python scripts/check_html.py

@@ -11,9 +11,14 @@ Records
     the number of cells run and the software and hardware it ran on. The file is
     rewritten after every glue, check and executed cell, so it always describes the run
     so far, with the digest of its content (:func:`record_digest`) and the run's id.
-    Without the variable nothing is written. The book's build (``_ext/`` in the
+    Without the variable nothing is written. When the build gives the chapters their
+    *input keys* (``ATTNBOOK_INPUT_KEYS``: a JSON object, chapter -> the digest of
+    everything its numbers depend on, computed by ``_ext.input_key``), the record keeps
+    its chapter's key under ``inputs``. The book's build (``_ext/`` in the
     repository, not part of this package) sets it, refuses a record whose digest, run
-    id or stored outcomes disagree with its content, renders the claims dashboard and
+    id, input key or stored outcomes disagree with its content or the current tree,
+    reuses a record whose key is the current one instead of executing its chapter
+    again, renders the claims dashboard and
     the page *Reproducing this book* from the records, and compares the records of
     two executions number by number.
 """
@@ -36,6 +41,7 @@ from attnbook.book.environment import environment
 __all__ = [
     "RECORD_DIR_ENV",
     "RUN_ID_ENV",
+    "INPUT_KEYS_ENV",
     "start_record",
     "glue",
     "CHECKS",
@@ -50,6 +56,7 @@ __all__ = [
 
 RECORD_DIR_ENV = "ATTNBOOK_RECORD_DIR"
 RUN_ID_ENV = "ATTNBOOK_RUN_ID"
+INPUT_KEYS_ENV = "ATTNBOOK_INPUT_KEYS"
 SCHEMA = 1
 
 _CHAPTER: dict[str, Any] = {"name": None}
@@ -100,9 +107,24 @@ def start_record(name: str) -> None:
         seeds=[],
         cells=0,
         cell_errors=0,
+        inputs=_input_key(name),
     )
     _watch_cells()
     _write_record()
+
+
+def _input_key(name: str) -> dict[str, Any] | None:
+    """This chapter's input key as the build gave it (``ATTNBOOK_INPUT_KEYS``), or
+    None outside the build."""
+    raw = os.environ.get(INPUT_KEYS_ENV)
+    if not raw:
+        return None
+    try:
+        keys = json.loads(raw)
+    except ValueError as err:
+        raise ValueError(f"{INPUT_KEYS_ENV} is not JSON ({err})") from err
+    entry = keys.get(name) if isinstance(keys, dict) else None
+    return entry if isinstance(entry, dict) else None
 
 
 def note_seed(seed: int) -> None:
@@ -213,6 +235,7 @@ def _write_record() -> None:
         "schema": SCHEMA,
         "chapter": name,
         "run_id": os.environ.get(RUN_ID_ENV),
+        "inputs": _RUN["inputs"],
         "started_at": _RUN["started_at"],
         "elapsed_s": round(time.perf_counter() - _RUN["started"], 3),
         "cells": _RUN["cells"],

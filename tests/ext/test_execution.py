@@ -79,13 +79,13 @@ def test_execute_book_caches_what_ran_and_reports_what_failed(book, monkeypatch)
     build = book / "_build"
     stale = build / CACHE_DIR / "stale"
     stale.mkdir(parents=True)
-    report = execute_book(book, build, jobs=2, timeout=120)
+    report = execute_book(book, build, jobs=2, timeout=120, force=True)
     assert set(report.seconds) == {"good", "bad", "nokernel"}
     # a failed chapter, or one whose kernel does not start, is reported; the rest run
     assert set(report.failed) == {"bad", "nokernel"}
     assert "boom" in report.failed["bad"]
     assert "no-such-kernel" in report.failed["nokernel"]
-    assert not stale.exists()  # the cache is emptied first
+    assert not stale.exists()  # forced: the cache is emptied first
     run = read_run_id(build / "records" / "book")
     # the build (MyST-NB, cache mode) finds the executed notebook by its source
     cache = get_cache(str(build / CACHE_DIR))
@@ -100,3 +100,80 @@ def test_execute_book_caches_what_ran_and_reports_what_failed(book, monkeypatch)
     assert set(json.loads((build / TIMES_FILE).read_text())) == set(report.seconds)
     with pytest.raises(ValueError, match="jobs"):
         execute_book(book, build, jobs=0)
+
+
+def _chapter_book(root):
+    """A book of two chapters that record a number; each appends to executions.txt
+    when it runs."""
+    (root / "intro.md").write_text("# Intro\n")
+    for name in ("one", "two"):
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+        nb.cells = [
+            nbformat.v4.new_markdown_cell(f"# Chapter {name}"),
+            nbformat.v4.new_code_cell(
+                "from attnbook.book.chapter import start_chapter\n"
+                "from attnbook.book.records import glue\n"
+                f"start_chapter({name!r}, seed=0)\nglue('v', 1)\n"
+                f"open('executions.txt', 'a').write('{name} ')"
+            ),
+        ]
+        nbformat.write(nb, root / f"{name}.ipynb")
+    (root / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: one\n  - file: two\n"
+    )
+    return root
+
+
+def _edit(path, cell, text):
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[cell].source += text
+    nbformat.write(nb, path)
+
+
+def test_execute_book_reuses_what_did_not_change(tmp_path, monkeypatch, capsys):
+    """A chapter is executed again only when its inputs changed (its code, a
+    setting), each with the reason; its prose does not count; a record edited after
+    its run, or missing, is not reused."""
+    book = _chapter_book(tmp_path)
+    build = book / "_build"
+    records = build / "records" / "book"
+    log = book / "executions.txt"
+
+    def run(**kw):
+        log.write_text("")
+        report = execute_book(book, build, jobs=2, timeout=120, **kw)
+        assert not report.failed, report.failed
+        return sorted(log.read_text().split()), report
+
+    assert run()[0] == ["one", "two"]
+    first = json.loads((records / "one.json").read_text())
+    assert first["inputs"]["key"] and first["inputs"]["parts"]["code"]
+    _edit(book / "one.ipynb", 0, " (prose only)")
+    executed, report = run()
+    assert executed == [] and report.reused == ["one", "two"]
+    assert "2 chapter(s) reused" in capsys.readouterr().out
+    _edit(book / "two.ipynb", 1, "\nx = 1")
+    executed, report = run()
+    assert executed == ["two"]
+    assert report.reasons == {
+        "two": "its inputs changed since its record: its code cells"
+    }
+    assert "executing two: its inputs changed" in capsys.readouterr().out
+    # the reused record keeps its run, the new one belongs to this run
+    assert json.loads((records / "one.json").read_text())["run_id"] == first["run_id"]
+    assert json.loads((records / "two.json").read_text())["run_id"] == read_run_id(
+        records
+    )
+    monkeypatch.setenv("ATTNBOOK_DEVICE", "cpu")  # a setting that changes numbers
+    executed, report = run()
+    assert executed == ["one", "two"]
+    assert "the settings (ATTNBOOK_DEVICE)" in report.reasons["one"]
+    record = json.loads((records / "one.json").read_text())
+    record["glued"]["v"] = 2  # edited after its run: executed again, not reused
+    (records / "one.json").write_text(json.dumps(record))
+    executed, report = run()
+    assert executed == ["one"] and "changed after its run" in report.reasons["one"]
+    (records / "two.json").unlink()
+    executed, report = run()
+    assert executed == ["two"] and report.reasons == {"two": "no record of it"}

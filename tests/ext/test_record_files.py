@@ -13,7 +13,12 @@ from _ext.dashboard import claim_rows
 from _ext.record_files import load_records
 from attnbook.book import checks
 from attnbook.book import records as report
-from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV, record_digest
+from attnbook.book.records import (
+    INPUT_KEYS_ENV,
+    RECORD_DIR_ENV,
+    RUN_ID_ENV,
+    record_digest,
+)
 
 
 @pytest.fixture
@@ -85,3 +90,33 @@ def test_the_dashboard_shows_the_outcome_the_numbers_give(run):
     rows = {r.claim.id: r for r in claim_rows(load_records(run.parent, "run-1"))}
     assert rows["C1"].status == "PASS"
     assert [c["value"] for c in rows["C1"].checks] == [0.5, 0.1]
+
+
+def test_records_are_accepted_by_their_input_keys_not_their_run(tmp_path, monkeypatch):
+    """With the current input keys, records of several runs are accepted when each
+    carries its chapter's key, and a record made from other inputs is refused, naming
+    what changed."""
+    keys = {
+        "a": {"key": "k-a", "parts": {"code": "1", "lock": "L"}},
+        "b": {"key": "k-b", "parts": {"code": "2", "lock": "L"}},
+    }
+    monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(INPUT_KEYS_ENV, json.dumps(keys))
+    for chapter, run_id in (("a", "run-1"), ("b", "run-2")):
+        monkeypatch.setenv(RUN_ID_ENV, run_id)
+        report.start_record(chapter)
+        checks.check("stat", 0.5, 0.25, claim="C1")
+    assert set(load_records(tmp_path, keys=keys)) == {"a", "b"}
+    assert json.loads((tmp_path / "a.json").read_text())["inputs"] == keys["a"]
+    newer = {**keys, "b": {"key": "k-b2", "parts": {"code": "2", "lock": "M"}}}
+    with pytest.raises(ValueError, match="made from other inputs") as err:
+        load_records(tmp_path, keys=newer)
+    assert "b.json" in str(err.value) and "the lock (requirements.txt)" in str(
+        err.value
+    )
+    with pytest.raises(ValueError, match="not a chapter of this book"):
+        load_records(tmp_path, keys={"a": keys["a"]})
+    monkeypatch.delenv(INPUT_KEYS_ENV)
+    report.start_record("a")  # outside the build: no key, refused by the build
+    with pytest.raises(ValueError, match="carries no input key"):
+        load_records(tmp_path, keys=keys)

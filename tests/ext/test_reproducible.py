@@ -298,12 +298,17 @@ def _fake_app(tmp_path, notebooks: dict[str, str], mode="force"):
         (src / "chapters" / f"{name}.ipynb").write_text(
             json.dumps({"cells": [{"cell_type": "code", "source": code}]})
         )
+    (src / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n"
+        + "".join(f"  - file: chapters/{n}\n" for n in notebooks)
+    )
     env = SimpleNamespace(
         found_docs={f"chapters/{n}" for n in notebooks} | {"intro"},
         doc2path=lambda d: str(src / (d + (".md" if d == "intro" else ".ipynb"))),
     )
     return SimpleNamespace(
         outdir=str(tmp_path / "_build" / "html"),
+        srcdir=str(src),
         env=env,
         config=SimpleNamespace(nb_execution_mode=mode, nb_execution_cache_path=""),
     )
@@ -325,15 +330,13 @@ def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch
     monkeypatch.setattr(
         sphinxext.os, "environ", dict(os.environ)
     )  # keep the real env clean
-    stale_cache = tmp_path / "_build" / ".jupyter_cache" / "old"
-    stale_cache.mkdir(parents=True)
-    # no run before the build: the build starts one, and empties the cache so that
-    # every chapter executes in it
+    # MyST-NB executes every chapter in this mode: the build starts a run of its own
     sphinxext._on_builder_inited(app)
-    assert not stale_cache.exists()
     folder = Path(sphinxext.os.environ[RECORD_DIR_ENV])
     assert folder == tmp_path / "_build" / "records" / "book" and folder.is_dir()
     run_id = sphinxext.os.environ[report.RUN_ID_ENV]
+    keys = app._attnbook_keys
+    assert json.loads(sphinxext.os.environ[report.INPUT_KEYS_ENV]) == keys
 
     def write(name, **extra):
         rec = {
@@ -341,6 +344,7 @@ def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch
             "chapter": name,
             "run_id": run_id,
             "cell_errors": 0,
+            "inputs": keys[name],
             **extra,
         }
         rec["digest"] = report.record_digest(rec)
@@ -349,18 +353,15 @@ def test_dashboard_refuses_missing_stale_or_failed_records(tmp_path, monkeypatch
     write("01_setup")
     with pytest.raises(ExtensionError, match="02_one_step"):
         sphinxext._build_records(app)
-    write("02_one_step", run_id="another")
-    with pytest.raises(ExtensionError, match="another run"):
+    old = {"key": "old", "parts": {**keys["02_one_step"]["parts"], "code": "old"}}
+    write("02_one_step", inputs=old)
+    with pytest.raises(ExtensionError, match="other inputs.*its code cells"):
         sphinxext._build_records(app)
     write("02_one_step", cell_errors=1)
     with pytest.raises(ExtensionError, match="raised"):
         sphinxext._build_records(app)
-    write("02_one_step")
+    write("02_one_step", run_id="an earlier run")  # the same inputs: accepted
     assert set(sphinxext._build_records(app)) == {"01_setup", "02_one_step"}
-    # a run made before the build (scripts/build-book.sh) is kept, records and all
-    sphinxext._on_builder_inited(app)
-    assert sphinxext.os.environ[report.RUN_ID_ENV] == run_id
-    assert {p.stem for p in folder.glob("*.json")} == {"01_setup", "02_one_step"}
     off = _fake_app(
         tmp_path / "off", {"01_setup": "start_chapter('01_setup')"}, mode="off"
     )
@@ -590,3 +591,35 @@ def test_build_fails_without_a_chapter_record(tmp_path):
         "no record of this build for the chapter(s) ['ch1']"
         in proc.stdout + proc.stderr
     )
+
+
+def test_a_plain_build_executes_only_what_changed(tmp_path):
+    """``jupyter-book build`` alone (no execution before it) executes a chapter that
+    has no record with the current input key, says so, and reuses it in the next build
+    when only its prose changed (a change to its code executes it again:
+    tests/ext/test_execution.py)."""
+    import nbformat
+
+    book = _mini_book(
+        tmp_path / "inc",
+        "from attnbook.book.checks import check\n"
+        "from attnbook.book.chapter import start_chapter\n"
+        "rng, device = start_chapter('ch1', seed=5)\n"
+        "check('mini_stat', 0.5, 0.25, '>=', claim='C1')\n"
+        "open('executions.txt', 'a').write('x');",
+        mode="cache",
+    )
+
+    def build() -> str:
+        proc = build_mini_book(book)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+        assert (book / "executions.txt").read_text() == "x", out[-3000:]
+        return out
+
+    assert "executing ch1: no record of it" in build()
+    nb = nbformat.read(book / "ch1.ipynb", as_version=4)
+    nb.cells[0].source += "\n\nA sentence more."
+    nbformat.write(nb, book / "ch1.ipynb")
+    assert "1 chapter(s) reused" in build()  # taken from the cache, with its record
+    assert "A sentence more." in (book / "_build" / "html" / "ch1.html").read_text()

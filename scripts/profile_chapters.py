@@ -1,0 +1,164 @@
+"""Where a chapter spends its time: its code cells run under cProfile, one chapter per
+process, in an IPython shell (magics and displays as in a kernel), without records.
+
+    python scripts/profile_chapters.py 04_real_data 04a_paper_protocol --table
+
+For each chapter it writes ``<out>/<chapter>.prof`` (``pstats``) and
+``<out>/<chapter>.json``: the wall time, and the functions of attnbook (and of torch,
+NumPy, SciPy, ...) with the largest own and cumulative times. With ``--table`` it
+prints, from the JSON files in ``--out``, a Markdown table of each chapter's largest
+costs: the attnbook functions with the largest cumulative time that are not called
+directly by another of the listed ones (a later entry may still run inside an earlier
+one: the shares overlap), and the function with the largest own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _code_cells(notebook: Path) -> list[str]:
+    nb = json.loads(notebook.read_text())
+    return [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+    ]
+
+
+def _where(func: tuple[str, int, str]) -> str:
+    path, line, name = func
+    if "/attnbook/" in path:
+        rel = path[path.rindex("/attnbook/") + 1 :]
+        return f"{rel}:{line} {name}"
+    if "site-packages/" in path:
+        return f"{path.split('site-packages/')[1]}:{line} {name}"
+    return f"{Path(path).name}:{line} {name}" if path != "~" else name
+
+
+def profile(chapter: str, out: Path) -> dict:
+    """Run the code cells of ``chapters/<chapter>.ipynb`` under cProfile (in this
+    process); write and return the summary."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    os.environ.pop("ATTNBOOK_RECORD_DIR", None)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.chdir(ROOT / "chapters")
+    shell = InteractiveShell.instance()
+    profiler = cProfile.Profile()
+    cells = []
+    t0 = time.perf_counter()
+    for i, source in enumerate(_code_cells(ROOT / "chapters" / f"{chapter}.ipynb")):
+        t = time.perf_counter()
+        profiler.enable()
+        result = shell.run_cell(source, silent=True)
+        profiler.disable()
+        cells.append(round(time.perf_counter() - t, 2))
+        if not result.success:
+            raise SystemExit(f"{chapter}: code cell {i} raised {result.error_in_exec}")
+    wall = time.perf_counter() - t0
+    out.mkdir(parents=True, exist_ok=True)
+    profiler.dump_stats(out / f"{chapter}.prof")
+    stats = pstats.Stats(profiler).stats
+    rows = [
+        {
+            "where": _where(func),
+            "calls": nc,
+            "own_s": round(tt, 3),
+            "cum_s": round(ct, 3),
+            "callers": sorted({_where(c) for c in callers}),
+        }
+        for func, (cc, nc, tt, ct, callers) in stats.items()
+    ]
+    summary = {
+        "chapter": chapter,
+        "wall_s": round(wall, 2),
+        "cells_s": cells,
+        "by_own": sorted(rows, key=lambda r: -r["own_s"])[:40],
+        "by_cum": sorted(
+            (r for r in rows if r["where"].startswith("attnbook/")),
+            key=lambda r: -r["cum_s"],
+        )[:60],
+    }
+    (out / f"{chapter}.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def largest_costs(summary: dict, n: int = 4) -> list[dict]:
+    """The attnbook functions with the largest cumulative time, leaving out those
+    called directly by a function already listed, those under 2 % of the chapter's
+    time, and the chapter's start (``attnbook/book/chapter``)."""
+    picked: list[dict] = []
+    for row in summary["by_cum"]:
+        if row["where"].startswith("attnbook/book/chapter"):
+            continue
+        inner = any(p["where"] in row["callers"] for p in picked)
+        if inner or row["cum_s"] < 0.02 * summary["wall_s"]:
+            continue
+        picked.append(row)
+        if len(picked) == n:
+            break
+    return picked
+
+
+def table(out: Path) -> str:
+    """A Markdown table of every profiled chapter's largest costs."""
+    lines = [
+        "| chapter | profiled wall (s) | largest costs (cumulative s, share) | "
+        "largest own time |",
+        "|---|---:|---|---|",
+    ]
+    for path in sorted(out.glob("*.json")):
+        summary = json.loads(path.read_text())
+        wall = summary["wall_s"]
+        costs = "; ".join(
+            f"`{r['where'].split(' ')[1]}` ({r['where'].split(':')[0]}) "
+            f"{r['cum_s']:.1f} s, {r['cum_s'] / wall:.0%}"
+            for r in largest_costs(summary)
+        )
+        own = summary["by_own"][0]
+        lines.append(
+            f"| {summary['chapter']} | {wall:.1f} | {costs} | "
+            f"`{own['where']}` {own['own_s']:.1f} s |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("chapters", nargs="*", metavar="CHAPTER")
+    parser.add_argument("--out", type=Path, default=ROOT / "_build" / "profile")
+    parser.add_argument("--table", action="store_true")
+    parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    if args.in_process:
+        for chapter in args.chapters:
+            profile(chapter, out)
+        return 0
+    for chapter in args.chapters:  # one process per chapter: no state carried over
+        t = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, __file__, "--in-process", "--out", str(out), chapter]
+        )
+        status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
+        print(f"[profile] {chapter}: {time.perf_counter() - t:.0f} s, {status}")
+        if proc.returncode:
+            return proc.returncode
+    if args.table:
+        print(table(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""The input key of a chapter (_ext.input_key): what its numbers depend on, so that a
+record made from other inputs is told apart from the current tree, part by part."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+
+from _ext.input_key import (
+    cell_imports,
+    code_digest,
+    import_closure,
+    input_keys,
+    what_changed,
+)
+
+
+def _nb(*cells):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.cells = [nbformat.from_dict(c) for c in cells]
+    return json.loads(nbformat.writes(nb))
+
+
+def test_code_digest_follows_the_code_not_the_prose():
+    code = nbformat.v4.new_code_cell("x = 1")
+    base = code_digest(_nb(nbformat.v4.new_markdown_cell("# A"), code))
+    prose = code_digest(_nb(nbformat.v4.new_markdown_cell("# B, typo fixed"), code))
+    edited = code_digest(_nb(nbformat.v4.new_markdown_cell("# A"), {**code}))
+    assert base == prose == edited
+    assert base != code_digest(
+        _nb(nbformat.v4.new_markdown_cell("# A"), nbformat.v4.new_code_cell("x = 2"))
+    )
+
+
+def test_cell_imports_and_what_cannot_be_known():
+    nb = _nb(
+        nbformat.v4.new_code_cell("%matplotlib inline\nimport attnbook.theory.flow"),
+        nbformat.v4.new_code_cell("def f():\n    from attnbook.data import reviews"),
+    )
+    names, unknown = cell_imports(nb)
+    assert unknown is None
+    assert {"attnbook.theory.flow", "attnbook.data", "attnbook.data.reviews"} <= names
+    dynamic = _nb(
+        nbformat.v4.new_code_cell("import importlib\nimportlib.import_module(n)")
+    )
+    assert "named at run time" in cell_imports(dynamic)[1]
+    broken = _nb(nbformat.v4.new_code_cell("def ("))
+    assert "does not parse" in cell_imports(broken)[1]
+
+
+def _package(root, files):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in root.rglob("*.py")
+    }
+
+
+def test_import_closure_follows_every_import_and_the_packages_above(tmp_path):
+    modules = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "def f():\n    from . import b\n",
+            "pkg/b.py": "from pkg.sub.c import g\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/c.py": "import os\n",
+            "pkg/lone.py": "",
+            "pkg/dyn.py": "import importlib\nimportlib.import_module('pkg.lone')\n",
+        },
+    )
+    used, unknown = import_closure(["pkg.a"], modules)
+    assert unknown is None
+    assert used == {"pkg", "pkg.a", "pkg.b", "pkg.sub", "pkg.sub.c"}
+    _, unknown = import_closure(["pkg.dyn"], modules)
+    assert unknown == "pkg.dyn imports a module named at run time"
+
+
+def _tree(root):
+    """A book tree: a package attnbook whose data module reads the mirror, two
+    chapters (one reads the data, one does not), the lock."""
+    _package(
+        root,
+        {
+            "attnbook/__init__.py": "",
+            "attnbook/theory.py": "X = 1\n",
+            "attnbook/data/__init__.py": "",
+            "attnbook/data/sources.py": "Y = 2\n",
+            "attnbook/engine/__init__.py": "",
+            "attnbook/engine/kernels.py": "",
+            "attnbook/engine/count_kernels.c": "int f(void);\n",
+        },
+    )
+    (root / "requirements.txt").write_text("torch==2.13.0\n")
+    theory = root / "theory.ipynb"
+    data = root / "data.ipynb"
+    theory.write_text(
+        json.dumps(_nb(nbformat.v4.new_code_cell("from attnbook.theory import X")))
+    )
+    data.write_text(
+        json.dumps(
+            _nb(
+                nbformat.v4.new_code_cell(
+                    "import attnbook.data.sources\nimport attnbook.engine.kernels"
+                )
+            )
+        )
+    )
+    return [theory, data]
+
+
+def test_the_key_changes_with_each_input_and_says_what(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "train.parquet").write_bytes(b"rows")
+    monkeypatch.setenv("ATTNBOOK_DATA_DIR", str(mirror))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    root = tmp_path / "book"
+    notebooks = _tree(root)
+    before = input_keys(notebooks, root)
+    assert set(before) == {"theory", "data"}
+    assert "data" in before["data"]["parts"] and "data" not in before["theory"]["parts"]
+    assert before == input_keys(notebooks, root)  # the same tree, the same keys
+
+    def changed(**kw):
+        now = input_keys(notebooks, root)
+        return {c: what_changed(before[c], now[c]) for c in now}
+
+    # an edit of a module: only the chapter that imports it
+    (root / "attnbook" / "theory.py").write_text("X = 2\n")
+    assert changed() == {
+        "theory": "its inputs changed since its record: attnbook (attnbook/theory.py)",
+        "data": "",
+    }
+    (root / "attnbook" / "theory.py").write_text("X = 1\n")
+    # the C source compiled by the engine's folder
+    (root / "attnbook" / "engine" / "count_kernels.c").write_text("int g(void);\n")
+    assert "attnbook/engine/count_kernels.c" in changed()["data"]
+    assert changed()["theory"] == ""
+    (root / "attnbook" / "engine" / "count_kernels.c").write_text("int f(void);\n")
+    # the data, the lock, the settings; a setting that changes no number does not count
+    (mirror / "train.parquet").write_bytes(b"other rows")
+    assert changed() == {
+        "theory": "",
+        "data": "its inputs changed since its record: the review data",
+    }
+    (mirror / "train.parquet").write_bytes(b"rows")
+    (root / "requirements.txt").write_text("torch==2.14.0\n")
+    assert set(changed().values()) == {
+        "its inputs changed since its record: the lock (requirements.txt)"
+    }
+    (root / "requirements.txt").write_text("torch==2.13.0\n")
+    monkeypatch.setenv("ATTNBOOK_JOBS", "7")
+    monkeypatch.setenv("ATTNBOOK_PDF", "0")
+    assert set(changed().values()) == {""}
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setenv("ATTNBOOK_DEVICE", "cpu")
+    assert set(changed().values()) == {
+        "its inputs changed since its record: the settings (ATTNBOOK_DEVICE, "
+        "OMP_NUM_THREADS)"
+    }
+    assert what_changed(None, before["data"]) == "it carries no input key"
