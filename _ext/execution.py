@@ -53,13 +53,18 @@ from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 
 from _ext.chapter_run import describe_exit, set_aside_record
+from _ext.output_cap import cap_stream_outputs, cell_output_limit
 from _ext.run_guard import (
+    PERMISSION_ERRNOS,
     RunInterrupted,
+    capped_jobs,
     default_jobs,
     last_run,
+    refuse_unwritable,
     run_lock,
     set_parent_death_signal,
     signals_end_the_run,
+    unwritable_message,
 )
 from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
 
@@ -243,6 +248,7 @@ def execute_notebooks(
     records = Path(records).resolve()
     order = _longest_first(list(notebooks), times_file)
     report = ExecutionReport()
+    refuse_unwritable(records, cache, times_file)  # before any chapter starts
     with run_lock(records, wait=lock_wait) as lock_fd:
         env = {**os.environ, RECORD_DIR_ENV: str(records), RUN_ID_ENV: new_run(records)}
         store = None
@@ -263,6 +269,11 @@ def execute_notebooks(
                     for job in [j for j in running if j.process.poll() is not None]:
                         running.remove(job)
                         _finished(job, report, records, store)
+        except RunInterrupted as err:  # what the run leaves, for the message
+            err.finished = tuple(n for n in report.seconds if n not in report.failed)
+            err.stopped = tuple(j.path.stem for j in running)
+            err.not_started = tuple(p.stem for p in queue)
+            raise
         finally:
             _stop(running)  # an interrupted run: its chapters end, none is published
             for job in running:
@@ -300,6 +311,8 @@ def _finished(job: _Running, report: ExecutionReport, records: Path, store) -> N
         return
     if store is not None:
         nb = nbformat.read(outcome["notebook"], as_version=4)
+        for cut in cap_stream_outputs(nb, cell_output_limit()):
+            print(f"[attnbook] {name}: {cut.describe()}", flush=True)
         store.cache_notebook_bundle(
             CacheBundleIn(nb, str(job.path), data={"execution_seconds": seconds}),
             check_validity=False,
@@ -322,6 +335,35 @@ def execute_book(
         times_file=build / TIMES_FILE,
         timeout=timeout,
     )
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:6]) + (
+        f" and {len(names) - 6} more" if len(names) > 6 else ""
+    )
+
+
+def _interrupted(err: RunInterrupted) -> str:
+    """What an interrupted run leaves, in one line: the chapters stopped (their
+    records set aside), those that had finished (recorded as complete, and cached in
+    the book's run) and those never started."""
+    parts = [str(err)]
+    stopped, finished, waiting = err.stopped, err.finished, err.not_started
+    parts.append(
+        f"the {len(stopped)} chapter(s) running were stopped ({_names(stopped)}), "
+        "their records set aside as <chapter>.json.failed"
+        if stopped
+        else "no chapter was running"
+    )
+    parts.append(
+        f"the {len(finished)} that had finished keep their records as complete "
+        f"({_names(finished)})"
+        if finished
+        else "none had finished"
+    )
+    if waiting:
+        parts.append(f"{len(waiting)} had not started")
+    return "; ".join(parts) + "; start the execution again to run the book whole"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,6 +391,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs is None:
         args.jobs, why = default_jobs(args.build / TIMES_FILE)
         print(f"[attnbook] {args.jobs} chapter(s) at a time ({why})", flush=True)
+    else:
+        if args.jobs < 1:
+            parser.error(f"--jobs must be at least 1, got {args.jobs}")
+        args.jobs, capped = capped_jobs(args.jobs, args.build / TIMES_FILE)
+        if capped is not None:
+            print(f"[attnbook] {capped}", flush=True)
+    try:
+        cell_output_limit()
+    except ValueError as err:
+        parser.error(str(err))
     try:
         if args.check_run is None:
             report = execute_book(args.root, args.build, jobs=args.jobs)
@@ -361,15 +413,16 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 parser.error(f"not chapters of the book: {sorted(unknown)}")
             report = execute_notebooks(chosen, args.check_run.resolve(), jobs=args.jobs)
-    except RuntimeError as err:  # another run holds the records folder
+    except RuntimeError as err:  # another run holds the records folder, or unwritable
         print(f"[attnbook] {err}", file=sys.stderr)
         return 1
+    except PermissionError as err:  # one that refuse_unwritable could not foresee
+        if err.errno not in PERMISSION_ERRNOS:
+            raise
+        print(f"[attnbook] {unwritable_message(err.filename, err.strerror)}")
+        return 1
     except RunInterrupted as err:
-        print(
-            f"[attnbook] {err}: its chapters were stopped, none was recorded as "
-            "complete",
-            file=sys.stderr,
-        )
+        print(f"[attnbook] {_interrupted(err)}", file=sys.stderr)
         return 1
     total = sum(report.seconds.values())
     print(
