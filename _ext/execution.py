@@ -63,14 +63,19 @@ from jupyter_cache.base import CacheBundleIn
 from _ext.chapter_run import describe_exit, set_aside_record
 from _ext.input_key import input_keys, what_changed
 from _ext.notebooks import chapter_name_in_notebook
+from _ext.output_cap import cap_stream_outputs, cell_output_limit
 from _ext.record_files import verify_record
 from _ext.run_guard import (
+    PERMISSION_ERRNOS,
     RunInterrupted,
+    capped_jobs,
     default_jobs,
     last_run,
+    refuse_unwritable,
     run_lock,
     set_parent_death_signal,
     signals_end_the_run,
+    unwritable_message,
 )
 from attnbook.book.records import INPUT_KEYS_ENV, RECORD_DIR_ENV, RUN_ID_ENV, SCHEMA
 
@@ -355,6 +360,7 @@ def execute_notebooks(
     records = Path(records).resolve()
     keys = keys if keys is not None else input_keys(notebooks)
     report = ExecutionReport()
+    refuse_unwritable(records, cache, times_file)  # before any chapter starts
     with run_lock(records, wait=lock_wait) as lock_fd:
         if incremental:
             plan = plan_run(list(notebooks), records, cache, keys)
@@ -397,6 +403,11 @@ def execute_notebooks(
                     for job in [j for j in running if j.process.poll() is not None]:
                         running.remove(job)
                         _finished(job, report, records, store, keys)
+        except RunInterrupted as err:  # what the run leaves, for the message
+            err.finished = tuple(n for n in report.seconds if n not in report.failed)
+            err.stopped = tuple(j.path.stem for j in running)
+            err.not_started = tuple(p.stem for p in queue)
+            raise
         finally:
             _stop(running)  # an interrupted run: its chapters end, none is published
             for job in running:
@@ -446,6 +457,8 @@ def _finished(
         return
     if store is not None:
         nb = nbformat.read(outcome["notebook"], as_version=4)
+        for cut in cap_stream_outputs(nb, cell_output_limit()):
+            print(f"[attnbook] {name}: {cut.describe()}", flush=True)
         store.cache_notebook_bundle(
             CacheBundleIn(
                 nb,
@@ -491,6 +504,35 @@ def describe_plan(report: ExecutionReport) -> list[str]:
     return lines
 
 
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:6]) + (
+        f" and {len(names) - 6} more" if len(names) > 6 else ""
+    )
+
+
+def _interrupted(err: RunInterrupted) -> str:
+    """What an interrupted run leaves, in one line: the chapters stopped (their
+    records set aside), those that had finished (recorded as complete, and cached in
+    the book's run) and those never started."""
+    parts = [str(err)]
+    stopped, finished, waiting = err.stopped, err.finished, err.not_started
+    parts.append(
+        f"the {len(stopped)} chapter(s) running were stopped ({_names(stopped)}), "
+        "their records set aside as <chapter>.json.failed"
+        if stopped
+        else "no chapter was running"
+    )
+    parts.append(
+        f"the {len(finished)} that had finished keep their records as complete "
+        f"({_names(finished)})"
+        if finished
+        else "none had finished"
+    )
+    if waiting:
+        parts.append(f"{len(waiting)} had not started")
+    return "; ".join(parts) + "; start the execution again to run the book whole"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: execute the book in the current folder into ``_build``; with
     ``--check-run FOLDER``, execute its chapters again as a separate run recorded in
@@ -523,6 +565,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs is None:
         args.jobs, why = default_jobs(args.build / TIMES_FILE)
         print(f"[attnbook] {args.jobs} chapter(s) at a time ({why})", flush=True)
+    else:
+        if args.jobs < 1:
+            parser.error(f"--jobs must be at least 1, got {args.jobs}")
+        args.jobs, capped = capped_jobs(args.jobs, args.build / TIMES_FILE)
+        if capped is not None:
+            print(f"[attnbook] {capped}", flush=True)
+    try:
+        cell_output_limit()
+    except ValueError as err:
+        parser.error(str(err))
     try:
         if args.check_run is None:
             report = execute_book(
@@ -537,15 +589,16 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 parser.error(f"not chapters of the book: {sorted(unknown)}")
             report = execute_notebooks(chosen, args.check_run.resolve(), jobs=args.jobs)
-    except RuntimeError as err:  # another run holds the records folder
+    except RuntimeError as err:  # another run holds the records folder, or unwritable
         print(f"[attnbook] {err}", file=sys.stderr)
         return 1
+    except PermissionError as err:  # one that refuse_unwritable could not foresee
+        if err.errno not in PERMISSION_ERRNOS:
+            raise
+        print(f"[attnbook] {unwritable_message(err.filename, err.strerror)}")
+        return 1
     except RunInterrupted as err:
-        print(
-            f"[attnbook] {err}: its chapters were stopped, none was recorded as "
-            "complete",
-            file=sys.stderr,
-        )
+        print(f"[attnbook] {_interrupted(err)}", file=sys.stderr)
         return 1
     total = sum(report.seconds.values())
     reused = f", {len(report.reused)} reused" if report.reused else ""

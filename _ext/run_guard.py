@@ -6,12 +6,17 @@
   a signal stops its chapters, and a chapter's process ends with its executor, even when
   the executor is killed with SIGKILL;
 - :func:`default_jobs`: how many chapters at a time the CPUs and the available memory
-  allow.
+  allow; :func:`capped_jobs`: an explicit number above the memory's bound is capped to
+  it, with a line that says so, before any chapter starts;
+- :func:`refuse_unwritable`: a folder the run must write but cannot (left owned by
+  another user, say root after a ``sudo`` build) is refused before the run starts, in
+  one line naming the folder and how to give it back.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -30,7 +35,12 @@ __all__ = [
     "signals_end_the_run",
     "set_parent_death_signal",
     "available_memory",
+    "memory_bound",
     "default_jobs",
+    "capped_jobs",
+    "UnwritableFolderError",
+    "refuse_unwritable",
+    "unwritable_message",
     "last_run",
 ]
 
@@ -105,7 +115,13 @@ def run_lock(records: Path, wait: float = 30.0) -> Iterator[int]:
 
 
 class RunInterrupted(Exception):
-    """The executor received a signal that ends the run (SIGINT, SIGTERM, SIGHUP)."""
+    """The executor received a signal that ends the run (SIGINT, SIGTERM, SIGHUP).
+    The executor fills in the chapters that had finished, those it stopped and those
+    never started."""
+
+    finished: tuple[str, ...] = ()
+    stopped: tuple[str, ...] = ()
+    not_started: tuple[str, ...] = ()
 
 
 @contextmanager
@@ -146,21 +162,104 @@ def available_memory() -> int | None:
         return None
 
 
-def default_jobs(times_file: Path | None = None) -> tuple[int, str]:
-    """How many chapters to execute at a time: one per CPU this process may use, and
-    no more than the available memory holds (each chapter counted at the largest
-    kernel peak of the previous run, or :data:`CHAPTER_BYTES` when unknown, with a
-    fifth of the memory kept free). Returns the number and the reason in words."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    cpus = max(1, cpus or os.cpu_count() or 1)
+def memory_bound(
+    times_file: Path | None = None, *, floor: bool = True
+) -> tuple[int | None, str]:
+    """How many chapters the available memory holds at a time (None where the memory is
+    unknown): each chapter counted at the largest kernel peak of the previous run, or
+    :data:`CHAPTER_BYTES` when unknown (with ``floor``, at least that), with a fifth of
+    the memory kept free. Returns the number and the reason in words."""
     peaks = [float(e.get("peak_bytes", 0)) for e in last_run(times_file).values()]
-    per_chapter = max([CHAPTER_BYTES, *peaks])
+    peaks = [p for p in peaks if p > 0]
+    per_chapter = max([CHAPTER_BYTES, *peaks]) if floor or not peaks else max(peaks)
     free = available_memory()
     if free is None:
-        return cpus, f"{cpus} CPU(s), memory unknown"
+        return None, "memory unknown"
     by_memory = max(1, int(0.8 * free // per_chapter))
-    why = (
-        f"{cpus} CPU(s), {free / 2**30:.1f} GB available at "
-        f"{per_chapter / 2**30:.1f} GB a chapter"
+    why = f"{free / 2**30:.1f} GB available at {per_chapter / 2**30:.1f} GB a chapter"
+    return by_memory, why
+
+
+def default_jobs(times_file: Path | None = None) -> tuple[int, str]:
+    """How many chapters to execute at a time: one per CPU this process may use, and
+    no more than the available memory holds (:func:`memory_bound`). Returns the number
+    and the reason in words."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    cpus = max(1, cpus or os.cpu_count() or 1)
+    by_memory, why = memory_bound(times_file)
+    if by_memory is None:
+        return cpus, f"{cpus} CPU(s), {why}"
+    return min(cpus, by_memory), f"{cpus} CPU(s), {why}"
+
+
+def capped_jobs(
+    requested: int, times_file: Path | None = None
+) -> tuple[int, str | None]:
+    """An explicit number of chapters at a time, capped at what the available memory
+    holds at the largest kernel peak of the previous run (:func:`memory_bound`, with
+    no floor: a number asked for is trusted as far as the peaks measured allow):
+    ``(jobs, None)`` when it fits, else the bound and a line that says why and how to
+    ask for fewer. ``ValueError`` below 1."""
+    if requested < 1:
+        raise ValueError(f"jobs must be at least 1, got {requested}")
+    by_memory, why = memory_bound(times_file, floor=False)
+    if by_memory is None or requested <= by_memory:
+        return requested, None
+    return by_memory, (
+        f"{requested} chapters at a time asked for (ATTNBOOK_JOBS or --jobs), but the "
+        f"memory holds {by_memory} ({why}; more would end in the out-of-memory "
+        f"killer): running {by_memory} at a time; set ATTNBOOK_JOBS={by_memory} or "
+        "less to be told nothing"
     )
-    return min(cpus, by_memory), why
+
+
+class UnwritableFolderError(RuntimeError):
+    """A folder the run must write cannot be written by this user."""
+
+
+#: The errors of a file or folder that this user may not write.
+PERMISSION_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def unwritable_message(path: str | os.PathLike, cause: str) -> str:
+    """One line: ``path`` cannot be written (``cause``), and how to give it back."""
+    try:
+        owner = Path(path).owner()
+    except (OSError, KeyError, NotImplementedError):
+        owner = "another user"
+    try:
+        import getpass
+
+        user = getpass.getuser()
+    except (OSError, KeyError):
+        user = "$USER"
+    return (
+        f"cannot write {path}: {cause} (it belongs to {owner}; a build run with sudo "
+        f"leaves it so): give it back with `sudo chown -R {user} {path}` or remove it "
+        f"with `sudo rm -rf {path}`, then start again"
+    )
+
+
+def refuse_unwritable(*paths: str | os.PathLike | None) -> None:
+    """Raise :class:`UnwritableFolderError` (one line: :func:`unwritable_message`) when
+    this user cannot write what a run writes at ``paths`` (folders it empties and
+    fills, or files it replaces): an existing folder and every folder inside it must
+    be writable, and the nearest existing folder above each path too. ``None`` entries
+    are skipped."""
+    for raw in paths:
+        if raw is None:
+            continue
+        path = Path(raw).absolute()
+        above = path.parent
+        while not above.exists() and above != above.parent:
+            above = above.parent
+        if not os.access(above, os.W_OK | os.X_OK):
+            raise UnwritableFolderError(unwritable_message(above, "permission denied"))
+        if path.is_dir():
+            for folder, _dirs, _files in os.walk(path):
+                if not os.access(folder, os.W_OK | os.X_OK):
+                    raise UnwritableFolderError(
+                        unwritable_message(folder, "permission denied")
+                    )
+        elif path.exists() and not os.access(path, os.W_OK):
+            raise UnwritableFolderError(unwritable_message(path, "permission denied"))

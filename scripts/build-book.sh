@@ -12,6 +12,19 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 # shellcheck source=scripts/tools.sh
 . "$(dirname "$0")/tools.sh"  # Chromium, which prints the PDFs
+# A build folder this user cannot write (left, say, by a build run with sudo) stops the
+# build here, in one line, instead of in the middle of it.
+if [ -e _build ]; then
+  blocked=$(find _build \( -type d -o -name '*.lock' \) ! -writable -print -quit 2> /dev/null || true)
+  if [ -n "$blocked" ] || [ ! -w _build ]; then
+    blocked=${blocked:-_build}
+    echo "[attnbook] cannot write $ROOT/$blocked: permission denied (it belongs to" \
+      "$(stat -c %U "$blocked"); a build run with sudo leaves it so): give it back with" \
+      "\`sudo chown -R $(id -un) $ROOT/_build\` or remove it with \`sudo rm -rf" \
+      "$ROOT/_build\`, then build again" >&2
+    exit 1
+  fi
+fi
 mkdir -p _build
 # One build at a time in this folder: a second one waits up to 30 s, then refuses (the
 # execution holds a lock of its own on each records folder as well).
@@ -20,6 +33,10 @@ if command -v flock > /dev/null && ! flock -w 30 9; then
   echo "[attnbook] another build of the book is running in $ROOT (it holds" \
     "_build/build.lock); wait for it to end or stop it, then build again" >&2
   exit 1
+fi
+# A Chromium to print the PDFs with, found before the chapters execute (one line if not).
+if [ "${ATTNBOOK_PDF:-1}" != 0 ]; then
+  python scripts/build_pdf.py --check-chromium
 fi
 force=()
 if [ "${1:-}" = --force ]; then

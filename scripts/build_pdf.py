@@ -20,7 +20,12 @@ The PDFs are copied into ``<html>/pdf/``, where each HTML page's download menu a
 landing page link them (``_ext.page_assets``), so that the published book
 carries them. A page that shows a MathJax error or raw TeX stops the build.
 
-Usage: ``python scripts/build_pdf.py [HTML_DIR] [--out DIR]``.
+Without a Chromium to print with, it stops before it starts any printing, in one line
+that says how to install one or to build without the PDFs (``ATTNBOOK_PDF=0``);
+``--check-chromium`` makes only that check (``scripts/build-book.sh`` does, before it
+executes the chapters).
+
+Usage: ``python scripts/build_pdf.py [HTML_DIR] [--out DIR] [--check-chromium]``.
 """
 
 from __future__ import annotations
@@ -502,13 +507,42 @@ def build_book_pdf(
     return path
 
 
+def chromium_problem() -> str | None:
+    """Why no page can be printed here (no Chromium found, or not executable), in one
+    line naming the fixes, ``ATTNBOOK_PDF=0`` among them; None when Chromium is
+    there."""
+    try:
+        chromium = find_chromium()
+    except FileNotFoundError as err:
+        problem = str(err)
+    else:
+        if os.access(chromium, os.X_OK):
+            return None
+        problem = f"the Chromium at {chromium} cannot be executed"
+    return (
+        f"no PDF can be printed: {problem}; or build the book without its PDFs: "
+        "ATTNBOOK_PDF=0 bash scripts/build-book.sh"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "html_dir", nargs="?", type=Path, default=ROOT / "_build" / "html"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "pdf")
+    parser.add_argument(
+        "--check-chromium",
+        action="store_true",
+        help="only check that a Chromium to print with is there",
+    )
     args = parser.parse_args(argv)
+    problem = chromium_problem()
+    if problem is not None:
+        print(f"[attnbook] {problem}", file=sys.stderr)
+        return 1
+    if args.check_chromium:
+        return 0
     t0 = time.perf_counter()
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)

@@ -5,9 +5,10 @@
 # Sets up .venv on first use (scripts/env.sh, which also sets the thread defaults: one thread per
 # process, so a chapter's numbers do not depend on what runs beside it). The book builds in the
 # background (scripts/build-book.sh: chapters side by side, then Sphinx), followed by the browser
-# test, while the unit tests run and then the chapters of the second execution run again,
-# recorded apart (_build/records/check; the book's run is _build/records/book); at the end a test
-# compares the two records value by value.
+# test, while the unit tests run and then the chapters of the second execution run again, as a
+# test: nbval executes each notebook under pytest (python -m _ext.nbval_run: pytest --nbval-lax,
+# chapters side by side through pytest-xdist), recorded apart (_build/records/check; the book's
+# run is _build/records/book); at the end a test compares the two records value by value.
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 . "$(dirname "$0")/env.sh"
@@ -35,20 +36,19 @@ book_pid=$!
 set +e
 python -m pytest tests --ignore=tests/delivery/test_browser.py --ignore=tests/delivery/test_pdf.py -p no:cacheprovider -q --durations=15
 tests_rc=$?
-# The second execution: the chapters of ATTNBOOK_CHECK_CHAPTERS ("all" for every chapter, about
-# four more minutes here). By default five chapters that between them run every data path
+# The second execution, through nbval: the chapters of ATTNBOOK_CHECK_CHAPTERS ("all" for every
+# chapter, about four more minutes here). By default five chapters that between them run every data path
 # (synthetic data, IMDB and Yelp from the mirror, IMDB's star ratings) and the count engine,
 # the K-class and the two-layer models in training; tests/test_determinism.py runs the
 # computations of the other chapters twice, at a small scale, under two hash seeds.
 check="$ROOT/_build/records/check"
 chapters="${ATTNBOOK_CHECK_CHAPTERS:-01_setup 02_one_step 05c_multiclass 05d_small_dim 05e_xor}"
 read -r -a only <<< "$chapters"
-[ "$chapters" = all ] && only=()
-echo "[attnbook] executing chapters a second time: $chapters (records in $check)"
-python -m _ext.execution --check-run "$check" ${only[@]+--chapters "${only[@]}"} \
+echo "[attnbook] executing chapters a second time, through nbval: $chapters (records in $check)"
+python -m _ext.nbval_run "$check" --chapters "${only[@]}" ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"} \
   > _build/check-run.log 2>&1
 check_rc=$?
-grep -E "^\[attnbook\]" _build/check-run.log | tail -n 1
+grep -E "^=* ?[0-9]+ (passed|failed)|^\[attnbook\] nbval" _build/check-run.log | tail -n 3
 wait "$book_pid"
 book_rc=$(cat _build/book.rc 2>/dev/null || echo 1)
 set -e

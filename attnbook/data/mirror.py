@@ -27,7 +27,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnbook.data.recipe import verify_split
+from attnbook.data.recipe import verify_imdb_labels, verify_split
 from attnbook.data.sources import DATA_DIR_ENV, load_reviews
 
 __all__ = ["write_imdb_mirror", "write_yelp_mirror", "main"]
@@ -83,6 +83,7 @@ def write_imdb_mirror(archive: str | Path, folder: str | Path) -> dict[str, int]
     for split, found in rows.items():
         where = f"the {split} split of {archive}"
         verify_split("imdb", split, [r[0] for r in found], where)
+        verify_imdb_labels([r[0] for r in found], [r[2] for r in found], where)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     for split, found in rows.items():

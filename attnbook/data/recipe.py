@@ -49,6 +49,9 @@ __all__ = [
     "YELP_SAMPLE_SEED",
     "known_shape",
     "verify_split",
+    "IMDB_RATING_RULE",
+    "imdb_label_from_rating",
+    "verify_imdb_labels",
     "YELP_STARS",
     "sample_by_stars",
     "unescape_hub_text",
@@ -120,6 +123,43 @@ def verify_split(name: str, split: str, values: object, where: str) -> None:
         f"{where} is not the whole {name} {split} split: "
         + "; ".join(problems)
         + f". The file is cut short, duplicated or of another corpus: {REBUILD}."
+    )
+
+
+#: IMDB's labelling rule (Maas et al., 2011): a review rated 7 to 10 is positive (1),
+#: one rated 1 to 4 negative (0); reviews rated 5 or 6 are not in the data set.
+IMDB_RATING_RULE = "rating >= 7 positive (1), rating <= 4 negative (0), 5 and 6 absent"
+
+
+def imdb_label_from_rating(ratings: object) -> np.ndarray:
+    """The label IMDB's rule gives each rating (:data:`IMDB_RATING_RULE`): 1, 0, or -1
+    for a rating of 5 or 6, which no label fits."""
+    ratings = np.asarray(ratings, dtype=np.int64)
+    return np.where(ratings >= 7, 1, np.where(ratings <= 4, 0, -1)).astype(np.int64)
+
+
+def verify_imdb_labels(labels: object, ratings: object, where: str) -> None:
+    """Refuse IMDB rows whose label is not the one their rating fixes
+    (:data:`IMDB_RATING_RULE`), every row checked. Raises ``ValueError`` naming
+    ``where``, how many rows disagree, the first of them, and how to rebuild the
+    mirror: the class counts of :func:`verify_split` survive labels inverted or
+    shuffled among the rows, this check does not."""
+    labels = np.asarray(labels, dtype=np.int64)
+    ratings = np.asarray(ratings, dtype=np.int64)
+    if labels.shape != ratings.shape or labels.ndim != 1:
+        raise ValueError(
+            f"{where}: labels {labels.shape} and ratings {ratings.shape} must be two "
+            "1-D arrays of one length"
+        )
+    bad = np.flatnonzero(labels != imdb_label_from_rating(ratings))
+    if not bad.size:
+        return
+    first = int(bad[0])
+    raise ValueError(
+        f"{where}: {bad.size:,} of its {labels.size:,} rows have a label that "
+        f"disagrees with their rating ({IMDB_RATING_RULE}; first row {first}: label "
+        f"{int(labels[first])}, rating {int(ratings[first])}). The labels were "
+        f"inverted, shuffled among the rows or taken from another corpus: {REBUILD}."
     )
 
 

@@ -10,7 +10,10 @@ Loading (implemented in :mod:`attnbook.data.sources`, re-exported here)
     column and an integer ``label`` column (0 = negative, 1 = positive), plus the star
     ``rating`` (IMDB, 1-10, mirror only) or ``stars`` (Yelp, 1, 2, 4 or 5).
 
-    IMDB's ``label`` must hold 0 and 1 only and its ``rating``, when present, 1-10.
+    IMDB's ``label`` must hold 0 and 1 only and its ``rating``, when present, 1-10;
+    with ratings, every row's label must be the one its rating fixes (7-10 positive,
+    1-4 negative: :func:`attnbook.data.recipe.verify_imdb_labels`), so that labels
+    inverted or shuffled among the rows, which keep the class counts, are refused too.
     Yelp's label is derived from the stars (4-5 positive, 1-2 negative, 3-star reviews
     dropped), so a Yelp mirror needs ``text`` and ``stars`` (1-5) only; a ``label``
     column there is ignored. Any other value, a missing value or a non-integer column

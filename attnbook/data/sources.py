@@ -26,6 +26,7 @@ from attnbook.data.recipe import (
     YELP_STAR_COUNTS,
     sample_by_stars,
     unescape_hub_text,
+    verify_imdb_labels,
     verify_split,
 )
 
@@ -171,6 +172,8 @@ def _from_mirror(name: str, split: str, folder: Path):
     if name == "imdb":
         cols = _imdb_columns(table, where)
         verify_split(name, split, cols["label"], where)
+        if "rating" in cols:
+            verify_imdb_labels(cols["label"], cols["rating"], where)
         return _dataset(cols)
     _require(table, ("text", "stars"), where)  # the label is derived from the stars
     stars = _integers(table, "stars", range(1, 6), "Yelp stars 1 to 5", where)

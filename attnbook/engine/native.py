@@ -8,7 +8,11 @@ private folder of the process).
 A cached library is loaded only when it can be trusted and is whole: its folder and the
 file belong to the current user and no one else can write to them, and the file's sha256
 is the one written beside it (``<library>.sha256``, written after the library was
-renamed into place). A missing, damaged or incomplete library is rebuilt; an untrusted
+renamed into place), and it is a whole shared library of this machine: an ELF header of
+this machine's class and byte order, and a size that holds its program headers, every
+segment the loader maps and its section headers (:func:`_elf_problem`; a file cut short
+whose checksum was rewritten to match would otherwise crash the process with SIGBUS
+inside the loader). A missing, damaged or incomplete library is rebuilt; an untrusted
 folder or file is refused with a warning. The file checked is the file loaded (through
 its open descriptor)."""
 
@@ -22,6 +26,7 @@ import os
 import platform
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -154,6 +159,48 @@ def _read_trusted(path: Path) -> tuple[int, bytes] | None:
         return None
 
 
+_PT_LOAD = 1
+
+
+def _elf_problem(data: bytes) -> str | None:
+    """Why ``data`` is not a whole ELF shared library of this machine (``None`` when
+    it is): the magic number, this machine's class (32 or 64 bits) and byte order, a
+    shared object, and a file long enough for its program headers, every segment the
+    loader maps (``PT_LOAD``) and its section headers."""
+    if len(data) < 16 or data[:4] != b"\x7fELF":
+        return "not an ELF file"
+    bits = {1: 32, 2: 64}.get(data[4])
+    order = {1: "<", 2: ">"}.get(data[5])
+    own_order = "<" if sys.byteorder == "little" else ">"
+    if bits != struct.calcsize("P") * 8 or order != own_order:
+        return "an ELF file of another class or byte order"
+    header = order + ("HHIQQQIHHHHHH" if bits == 64 else "HHIIIIIHHHHHH")
+    if len(data) < 16 + struct.calcsize(header):
+        return f"cut short ({len(data)} bytes, within its ELF header)"
+    fields = struct.unpack_from(header, data, 16)  # e_type ... e_shstrndx
+    e_type, phoff, shoff = fields[0], fields[4], fields[5]
+    phentsize, phnum, shentsize, shnum = fields[8:12]
+    if e_type != 3:  # ET_DYN
+        return "not a shared library"
+    if phoff + phnum * phentsize > len(data):
+        return f"cut short ({len(data)} bytes, within its program headers)"
+    program = order + ("IIQQQQQQ" if bits == 64 else "IIIIIIII")
+    if phentsize < struct.calcsize(program):
+        return "program headers of an impossible size"
+    at = (2, 5) if bits == 64 else (1, 4)  # p_offset, p_filesz
+    for i in range(phnum):
+        segment = struct.unpack_from(program, data, phoff + i * phentsize)
+        offset, filesz = segment[at[0]], segment[at[1]]
+        if segment[0] == _PT_LOAD and offset + filesz > len(data):
+            return (
+                f"cut short ({len(data)} bytes; a segment it maps ends at byte "
+                f"{offset + filesz})"
+            )
+    if shnum and shoff + shnum * shentsize > len(data):
+        return f"cut short ({len(data)} bytes, within its section headers)"
+    return None
+
+
 def _checksum_path(target: Path) -> Path:
     return target.with_name(target.name + _CHECKSUM_SUFFIX)
 
@@ -197,6 +244,8 @@ def _load_cached(target: Path) -> ctypes.CDLL | None:
             recorded[1].decode("ascii", "replace").strip()
             != hashlib.sha256(data).hexdigest()
         ):
+            return None
+        if _elf_problem(data) is not None:  # never handed to the loader: SIGBUS
             return None
         return declare(_dlopen_descriptor(fd, target))
     except (OSError, AttributeError):  # not a loadable library, or a kernel missing

@@ -11,6 +11,7 @@ import os
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -161,3 +162,71 @@ def test_the_readme_lists_the_known_shapes():
             assert row in readme, row
             for count in shape.values():
                 assert f"{count:,}" in readme.split(row)[1].split("\n")[0]
+
+
+# ------------------------------------------- IMDB's labels checked against its ratings
+def _rated(labels, ratings):
+    return pd.DataFrame(
+        {
+            "text": [f"r{i}" for i in range(len(labels))],
+            "label": labels,
+            "rating": ratings,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "labels, ratings, count, first",
+    [
+        ([1, 1, 0, 0], [2, 3, 8, 10], 4, "first row 0: label 1, rating 2"),
+        ([0, 1, 0, 1], [1, 2, 9, 7], 2, "first row 1: label 1, rating 2"),
+        ([0, 0, 1, 1], [4, 5, 7, 8], 1, "first row 1: label 0, rating 5"),
+    ],
+    ids=["inverted", "shuffled", "neutral-rating"],
+)
+def test_labels_that_disagree_with_the_ratings_are_refused(
+    tmp_path, monkeypatch, tiny_shapes, labels, ratings, count, first
+):
+    """Class counts kept (the shape check passes), labels wrong: refused with the
+    file, how many rows disagree and the first of them."""
+    path = _mirror(tmp_path, monkeypatch, "imdb", "train", _rated(labels, ratings))
+    with pytest.raises(ValueError) as err:
+        load_reviews("imdb", "train")
+    message = str(err.value)
+    assert str(path) in message and "rebuild the mirror" in message
+    assert f"{count:,} of its 4 rows have a label that disagrees" in message
+    assert first in message
+
+
+def test_labels_that_agree_with_the_ratings_load(tmp_path, monkeypatch, tiny_shapes):
+    _mirror(tmp_path, monkeypatch, "imdb", "train", _rated([0, 0, 1, 1], [1, 4, 7, 10]))
+    assert load_reviews("imdb", "train")["rating"] == [1, 4, 7, 10]
+
+
+def test_an_archive_whose_folder_disagrees_with_the_rating_is_refused(
+    tmp_path, tiny_shapes
+):
+    files = dict(_members())
+    files["aclImdb/train/pos/1_3.txt"] = files.pop("aclImdb/train/pos/1_9.txt")
+    with pytest.raises(ValueError, match="1 of its 4 rows have a label that disagrees"):
+        write_imdb_mirror(_tar(tmp_path / "a.tar.gz", files), tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.skipif(not os.environ.get(DATA_DIR_ENV), reason=f"needs {DATA_DIR_ENV}")
+@pytest.mark.parametrize("fault", ["inverted", "shuffled"])
+def test_the_real_mirror_relabelled_is_refused(tmp_path, monkeypatch, fault):
+    """The fault as it happens: the whole IMDB test split with its labels inverted, or
+    shuffled among the rows (the class counts kept), every row checked."""
+    real = pd.read_parquet(os.path.join(os.environ[DATA_DIR_ENV], "imdb/test.parquet"))
+    labels = real.label.to_numpy()
+    if fault == "inverted":
+        real["label"] = 1 - labels
+        wrong = len(real)
+    else:
+        real["label"] = np.random.default_rng(0).permutation(labels)
+        wrong = int((real.label.to_numpy() != labels).sum())
+    path = _mirror(tmp_path, monkeypatch, "imdb", "test", real)
+    with pytest.raises(ValueError, match=f"{wrong:,} of its 25,000 rows") as err:
+        load_reviews("imdb", "test")
+    assert str(path) in str(err.value)

@@ -149,6 +149,12 @@ def test_a_killed_kernel_fails_its_chapter_at_once(tmp_path):
 
 
 def _executor(book: Path, records: Path, jobs: int = 2) -> subprocess.Popen:
+    # the chapters' peaks of a previous run (a tiny kernel's): the jobs asked for fit
+    times = book / "_build" / "execution_times.json"
+    times.parent.mkdir(parents=True, exist_ok=True)
+    if not times.exists():
+        peak = {"seconds": 1.0, "peak_bytes": 300 * 2**20}
+        times.write_text(json.dumps({p.stem: peak for p in book.glob("chapters/*")}))
     return subprocess.Popen(
         [
             sys.executable,
@@ -285,3 +291,205 @@ def test_exit_statuses_in_words():
     assert describe_exit(-9) == "signal SIGKILL"
     assert describe_exit(1) == "exit status 1"
     assert describe_exit(None) == "unknown exit status"
+
+
+# ------------------------------------------------------ faults that end in one line
+def _one_line(output: str) -> str:
+    """The output of a refused run: one line, no traceback."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert "Traceback" not in output, output
+    assert len(lines) == 1, output
+    return lines[0]
+
+
+def test_an_explicit_job_count_beyond_the_memory_is_capped(
+    tmp_path, monkeypatch, capsys
+):
+    """``--jobs 1000`` (what ATTNBOOK_JOBS=1000 passes) where the memory holds one
+    chapter: capped to one, said before any chapter starts, the run goes on."""
+    import _ext.run_guard as guard
+    from _ext.execution import main
+
+    book = _two_chapter_book(tmp_path / "book", tmp_path, "pass")
+    monkeypatch.setattr(guard, "available_memory", lambda: 4 * 2**30)
+    argv = ["--root", str(book), "--build", str(book / "_build")]
+    status = main([*argv, "--check-run", str(tmp_path / "records"), "--jobs", "1000"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    first = out.splitlines()[0]
+    assert first.startswith("[attnbook] 1000 chapters at a time asked for"), out
+    assert "the memory holds 1 (4.0 GB available at 3.5 GB a chapter" in first
+    assert "running 1 at a time; set ATTNBOOK_JOBS=1 or less" in first
+    assert "2 chapters executed in" in out and "with 1 at a time" in out
+
+
+def test_a_job_count_the_memory_holds_is_kept(tmp_path, monkeypatch):
+    import _ext.run_guard as guard
+
+    monkeypatch.setattr(guard, "available_memory", lambda: 64 * 2**30)
+    assert guard.capped_jobs(4) == (4, None)
+    monkeypatch.setattr(guard, "available_memory", lambda: None)  # unknown: trusted
+    assert guard.capped_jobs(1000) == (1000, None)
+    with pytest.raises(ValueError, match="at least 1"):
+        guard.capped_jobs(0)
+
+
+def _as_another_user(folder: Path) -> dict:
+    """Popen arguments that run a process that cannot write ``folder``, as a user
+    finds a build folder another user left (a build run with sudo): as root, ``folder``
+    is given to the user nobody and the process runs without root's power to write
+    what others own (CAP_DAC_OVERRIDE and its kin dropped from its bounding set);
+    otherwise ``folder`` is made read-only."""
+    if os.geteuid() != 0:
+        for path in [folder, *folder.rglob("*")]:
+            if path.is_dir():
+                path.chmod(0o555)
+        return {}
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, 65534, 65534)
+
+    def drop() -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for cap in (1, 2, 3):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
+            if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
+
+    return {"preexec_fn": drop}
+
+
+@pytest.fixture
+def book_folder(tmp_path):
+    """A one-chapter book."""
+    book = tmp_path / "book"
+    (book / "chapters").mkdir(parents=True)
+    (book / "intro.md").write_text("# Intro\n")
+    _chapter(book / "chapters" / "a.ipynb", "1")
+    (book / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: chapters/a\n"
+    )
+    yield book
+    for path in [book, *book.rglob("*")]:
+        if path.is_dir():
+            path.chmod(0o755)
+
+
+@pytest.mark.parametrize("where", ["check-run", "book"])
+def test_an_unwritable_records_folder_ends_in_one_line(book_folder, where):
+    """A records folder left owned by root (a build run with sudo): one line naming
+    the folder, the cause and the fix; no traceback, no chapter started."""
+    build = book_folder / "_build"
+    records = build / "records" / ("book" if where == "book" else "check")
+    records.mkdir(parents=True)
+    (records / "a.json").write_text("{}")  # left by the earlier build
+    records.chmod(0o755)
+    argv = ["--root", str(book_folder), "--build", str(build), "--jobs", "1"]
+    if where == "check-run":
+        argv += ["--check-run", str(records)]
+    done = subprocess.run(
+        [sys.executable, "-m", "_ext.execution", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **_as_another_user(build),
+    )
+    assert done.returncode == 1
+    line = _one_line(done.stdout + done.stderr)
+    assert line.startswith("[attnbook] cannot write ") and "permission denied" in line
+    assert str(build) in line and "sudo chown -R" in line and "sudo rm -rf" in line
+    assert (records / "a.json").exists()  # nothing of the earlier build touched
+
+
+def _slow_fast_book(root: Path, pids: Path) -> Path:
+    book = _two_chapter_book(root, pids, "pass")
+    slow = nbformat.read(book / "chapters" / "b.ipynb", as_version=4)
+    slow.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(600)"))
+    nbformat.write(slow, book / "chapters" / "b.ipynb")
+    return book
+
+
+def test_ctrl_c_names_the_chapters_it_stopped_and_those_that_finished(tmp_path):
+    """Ctrl-C while one chapter has finished and the other runs: the message names
+    both, truthfully; the finished one keeps its record, the other's is set aside."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    book = _slow_fast_book(tmp_path / "book", pids)
+    records = tmp_path / "records"
+    executor = _executor(book, records)
+    _wait_for(pids / "b.pid", 240)  # a kernel importing attnbook on a busy machine
+    deadline = time.monotonic() + 120
+    while not (records / "a.json").exists() or _alive(_wait_for(pids / "a.pid")):
+        assert time.monotonic() < deadline, "chapter a did not finish"
+        time.sleep(0.1)
+    time.sleep(1.0)  # the executor takes in a's outcome
+    executor.send_signal(signal.SIGINT)
+    output = executor.communicate(timeout=60)[0]
+    assert executor.returncode == 1
+    assert "none was recorded as complete" not in output
+    assert "the 1 chapter(s) running were stopped (b)" in output, output
+    assert "the 1 that had finished keep their records as complete (a)" in output
+    assert (records / "a.json").exists() and (records / "b.json.failed").exists()
+    assert set(load_records(records)) == {"a"}
+
+
+def test_a_cell_that_prints_without_end_is_cut_in_the_book(tmp_path, capsys):
+    """A cell that prints 20 MB: the cached notebook keeps 1 MB of it, its first and
+    last lines with the size cut between them, and the executor says so."""
+    from jupyter_cache import get_cache
+
+    from _ext.execution import CACHE_DIR, execute_book
+
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "intro.md").write_text("# Intro\n")
+    _chapter(
+        tmp_path / "chapters" / "loud.ipynb",
+        "print('small')",
+        "import sys\nfor i in range(200_000):\n    print(f'line {i:06d} ' + 'x' * 90)\n"
+        "_ = sys.stderr.write('warned\\n')",
+    )
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: chapters/loud\n"
+    )
+    report = execute_book(tmp_path, tmp_path / "_build", jobs=1)
+    assert not report.failed, report.failed
+    out = capsys.readouterr().out
+    said = "[attnbook] loud: cell 1 printed 19.6 MB; the book keeps its first and last"
+    assert said in out
+    cache = get_cache(str(tmp_path / "_build" / CACHE_DIR))
+    (record,) = cache.list_cache_records()
+    nb = cache.get_cache_bundle(record.pk).nb
+    assert nb.cells[0].outputs[0]["text"] == "small\n"
+    stdout, stderr = nb.cells[1].outputs
+    assert stderr["name"] == "stderr" and stderr["text"] == "warned\n"
+    text = stdout["text"]
+    assert 0.9 * 2**20 < len(text.encode()) <= 2**20
+    assert text.startswith("line 000000 ")
+    assert text.endswith("line 199999 " + "x" * 90 + "\n")
+    assert "MB cut (19.6 MB printed) …\n" in text
+
+
+def test_cap_stream_outputs_keeps_what_fits_and_other_outputs():
+    from _ext.output_cap import cap_stream_outputs
+
+    nb = nbformat.v4.new_notebook()
+    quiet = nbformat.v4.new_code_cell("1")
+    quiet.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ok\n")]
+    loud = nbformat.v4.new_code_cell("2")
+    loud.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="a" * 600 + "\n"),
+        nbformat.v4.new_output("display_data", data={"text/plain": "figure"}),
+        nbformat.v4.new_output("stream", name="stderr", text="e" * 600 + "\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="b" * 600 + "\n"),
+    ]
+    nb.cells = [quiet, loud]
+    (cut,) = cap_stream_outputs(nb, 1000)
+    assert cut.index == 1 and cut.printed == 1803 and cut.kept <= 1000
+    assert quiet.outputs[0]["text"] == "ok\n"
+    kinds = [(o["output_type"], o.get("name")) for o in loud.outputs]
+    assert kinds == [("stream", "stdout"), ("display_data", None), ("stream", "stderr")]
+    assert loud.outputs[0]["text"].startswith("a") and "cut" in loud.outputs[0]["text"]
+    assert loud.outputs[0]["text"].rstrip().endswith("b")
+    with pytest.raises(ValueError, match="at least 1"):
+        cap_stream_outputs(nb, 0)
