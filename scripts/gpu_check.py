@@ -230,7 +230,7 @@ def stage_tests(timeout: float) -> dict:
         "no:cacheprovider",
         "-rs",
         "tests/engine/test_gpu.py",
-        "tests/engine/test_determinism.py",
+        "tests/engine/test_reduction_order.py",
         "tests/ext/test_device_runs.py",
     ]
     env = base_env("gpu")
