@@ -199,15 +199,24 @@ def styled_number_table(table: pd.DataFrame):
 
 def styled_cross_table(table: pd.DataFrame):
     """A :func:`attnbook.experiments.protocol_runs.crossing_table` formatted for the
-    page."""
-    first = [c for c in table.columns if c.startswith("first")]
-    return table.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
+    page: its columns under two headers (the first step at the paper's ratio, the ratio
+    at the end), one column a reading of the spread, so that it fits the column."""
+    words = {v: k for k, v in SPREAD_READINGS.items()}
+    shown = table.copy()
+    shown.columns = pd.MultiIndex.from_tuples(
+        [(c.rsplit(", ", 1)[0], words[c.rsplit(", ", 1)[1]]) for c in table.columns]
+    )
+    first = [c for c in shown.columns if c[0].startswith("first")]
+    return shown.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
 
 
 def styled_nearest(table: pd.DataFrame):
     """Either table of :func:`attnbook.experiments.protocol_runs.nearest_tables`
-    formatted for the page: steps and seeds as integers, distances (in units of the
-    paper's rounding) to one decimal, accuracies and losses to three."""
+    formatted for the page: a row for each model where the table gives both side by
+    side (``"<model>: <quantity>"`` columns), so that it fits the column; steps and
+    seeds as integers, distances (in units of the paper's rounding) to one decimal,
+    accuracies and losses to three."""
+    table = _model_rows(table)
     ints = [c for c in table.columns if c.endswith(("step", "seed"))]
     dist = [c for c in table.columns if c.endswith("distance")]
     numeric = table.select_dtypes("number").columns
@@ -217,3 +226,27 @@ def styled_nearest(table: pd.DataFrame):
         .format("{:.0f}", subset=ints)
         .format("{:.1f}", subset=dist)
     )
+
+
+def _model_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its ``"<model>: <quantity>"`` columns moved into rows (a
+    ``model`` level after the table's own), its other columns repeated on each (as
+    ``"pair <name>"`` where a model has a quantity of that name)."""
+    models = list(dict.fromkeys(c.split(": ")[0] for c in table.columns if ": " in c))
+    if not models:
+        return table
+    shared = [c for c in table.columns if ": " not in c]
+    rows = {}
+    for key, row in table.iterrows():
+        for model in models:
+            part = {
+                c.split(": ", 1)[1]: row[c]
+                for c in table.columns
+                if c.startswith(f"{model}: ")
+            }
+            rows[(*(key if isinstance(key, tuple) else (key,)), model)] = {
+                **part,
+                **{(f"pair {c}" if c in part else c): row[c] for c in shared},
+            }
+    out = pd.DataFrame(rows).T.infer_objects()
+    return out.rename_axis([*table.index.names, "model"])

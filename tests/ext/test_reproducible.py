@@ -114,6 +114,7 @@ def test_records_written_only_when_asked(tmp_path, monkeypatch):
             "role": "evidence",
             "what": None,
             "reading": "paper",
+            "spread": None,
         }
     ]
     with pytest.raises(ValueError, match="reading"):
