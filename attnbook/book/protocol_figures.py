@@ -210,15 +210,28 @@ def styled_cross_table(table: pd.DataFrame):
     return shown.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
 
 
+#: Shorter names for the columns and protocols of the nearest-point tables on the page.
+_NEAREST_NAMES = {
+    "accuracy": "acc.",
+    "accuracy − paper": "Δ acc.",
+    "loss − paper": "Δ loss",
+    "distance": "dist.",
+    "each model at its own step size": "own step sizes",
+    "one step size, one step": "one step",
+}
+
+
 def styled_nearest(table: pd.DataFrame):
     """Either table of :func:`attnbook.experiments.protocol_runs.nearest_tables`
     formatted for the page: a row for each model where the table gives both side by
-    side (``"<model>: <quantity>"`` columns), so that it fits the column; steps and
-    seeds as integers, distances (in units of the paper's rounding) to one decimal,
-    accuracies and losses to three."""
-    table = _model_rows(table)
+    side (``"<model>: <quantity>"`` columns; the pair's distance, the larger of the
+    two, is left to the reader), shorter names (``Δ acc.``: accuracy minus the
+    paper's), so that it fits the column; steps and seeds as integers, distances (in
+    units of the paper's rounding) to one decimal, accuracies and losses to three."""
+    table = _model_rows(table).drop(columns="pair distance", errors="ignore")
+    table = table.rename(columns=_NEAREST_NAMES, index=_NEAREST_NAMES)
     ints = [c for c in table.columns if c.endswith(("step", "seed"))]
-    dist = [c for c in table.columns if c.endswith("distance")]
+    dist = [c for c in table.columns if c == "dist."]
     numeric = table.select_dtypes("number").columns
     floats = [c for c in numeric if c not in ints + dist]
     return (

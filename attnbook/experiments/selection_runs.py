@@ -137,7 +137,7 @@ def two_relevant_row(
         "selected = largest value": np.mean(kept_best),
         "cos with mm(selection)": path.cosines(mm_chosen.p)[-1],
         "cos with mm(all relevant)": path.cosines(mm_all.p)[-1],
-        "passed-over deficit (min)": min(passed_over, default=np.nan),
+        "deficit (min)": min(passed_over, default=np.nan),
     }
 
 
