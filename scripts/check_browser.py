@@ -413,6 +413,14 @@ def check_page(context, html_dir: Path, base_url: str, page: str, viewport: View
     return report
 
 
+def viewport_context(browser, viewport):
+    """A browser context at ``viewport``'s size; below 600 px wide it is a phone (touch,
+    mobile layout), as the theme's phone breakpoint assumes."""
+    return browser.new_context(
+        viewport={"width": viewport.width, "height": viewport.height},
+        is_mobile=viewport.width < 600, has_touch=viewport.width < 600)
+
+
 def offline_routes(context, allowed_prefix: str, refused: list[str]) -> None:
     """Refuse every request that does not start with ``allowed_prefix``; record it."""
     def route(r) -> None:
@@ -433,9 +441,7 @@ def _check_viewport(html_dir: Path, screenshot_dir: Path | None, pages: list[str
     with serve(html_dir) as base_url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(
-                viewport={"width": vp.width, "height": vp.height},
-                is_mobile=vp.width < 600, has_touch=vp.width < 600)
+            context = viewport_context(browser, vp)
             refused: list[str] = []
             offline_routes(context, base_url, refused)
             for page in pages:
@@ -541,9 +547,7 @@ def check_first_screen(html_dir: Path, viewport: Viewport, screenshot_dir: Path 
     with serve(Path(html_dir)) as base_url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(
-                viewport={"width": viewport.width, "height": viewport.height},
-                is_mobile=viewport.width < 600, has_touch=viewport.width < 600)
+            context = viewport_context(browser, viewport)
             offline_routes(context, base_url, [])
             tab = context.new_page()
             tab.goto(base_url + page, wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
@@ -631,9 +635,7 @@ def check_paper_map(html_dir: Path, viewport: Viewport, screenshot_dir: Path | N
     with serve(Path(html_dir)) as base_url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(
-                viewport={"width": viewport.width, "height": viewport.height},
-                is_mobile=viewport.width < 600, has_touch=viewport.width < 600)
+            context = viewport_context(browser, viewport)
             refused: list[str] = []
             offline_routes(context, base_url, refused)
             tab = context.new_page()
