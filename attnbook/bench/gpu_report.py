@@ -7,6 +7,13 @@ book (``chapters/gpu_measurements.json``) is read by :func:`load_gpu_measurement
 (the GPU before, with the CPU engine's form, and after, the GPU form replayed from a
 CUDA graph), :func:`chapter_table` the time of every chapter, and
 :func:`comparison_summary` says how the records of the two runs compare.
+
+A later run, kept under the key ``gpu_twice`` of the same file (:func:`twice_run`),
+executes chapters twice on the GPU: :func:`twice_table` sets the two runs' times
+and how many of their values differ beside the chapters' times on the CPU,
+:func:`twice_summary` says it in a sentence, and :func:`u_table` sets chapter 4's
+check that the U needs Adam as each device measured it. The comparison and
+provenance functions above take that run's dictionary as well.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ __all__ = [
     "comparison_summary",
     "outside_table",
     "provenance",
+    "twice_run",
+    "twice_table",
+    "twice_summary",
+    "u_table",
 ]
 
 MEASUREMENTS_FILE = "gpu_measurements.json"
@@ -167,3 +178,83 @@ def provenance(measurements: dict) -> str:
         f"Machine: {p['machine']}. Date: {p['date']}. Commit: {p['commit']}. "
         f"How: {p['how']} Comparison: {p['comparison']}."
     )
+
+
+def twice_run(measurements: dict) -> dict | None:
+    """The run that executed chapters twice on the GPU (``None`` when the file holds
+    none); it carries its own ``provenance``, ``tests``, ``chapters`` and
+    ``comparison``."""
+    run = measurements.get("gpu_twice")
+    if run is not None and not isinstance(run, dict):
+        raise ValueError("gpu_twice must be a dictionary of one run's measurements")
+    return run
+
+
+def twice_table(run: dict) -> pd.DataFrame:
+    """Per chapter: its two GPU times, what ran beside it, the values the two runs
+    glued and how many of them differ, and its time on the CPU."""
+    rows = [
+        {
+            "chapter": r["chapter"],
+            "workload": r["workload"],
+            "GPU, first run (s)": r["gpu_first_s"],
+            "GPU, second run (s)": r["gpu_second_s"],
+            "on the GPU": r["beside"],
+            "values compared": r["compared"],
+            "values that differ": r["differ"],
+            "CPU, book build (s)": r["cpu_build_s"],
+        }
+        for r in run["chapters"]
+    ]
+    return pd.DataFrame(rows).set_index("chapter")
+
+
+def twice_summary(run: dict) -> str:
+    """One sentence on the two GPU runs: values compared, how many differ, which
+    check values differ (a timing's check), and the tests."""
+    twice = [r for r in run["chapters"] if r["compared"] is not None]
+    compared = sum(r["compared"] for r in twice)
+    differ = sum(r["differ"] for r in twice)
+    text = (
+        f"{len(twice)} chapters executed twice on the GPU: {compared:,} glued values "
+        f"compared, {differ} of them different"
+    )
+    timed = [name for r in twice for name in r.get("check_values_differ") or []]
+    if timed:
+        text += (
+            f"; the checks agree in outcome, and in value except {', '.join(timed)}, "
+            "a ratio of two measured times"
+        )
+    tests = run.get("tests") or {}
+    if tests:
+        text += ". Tests there: " + "; ".join(
+            f"{name}: {t['summary']}" for name, t in tests.items()
+        )
+    return text + "."
+
+
+def u_table(run: dict) -> pd.DataFrame:
+    """Chapter 4's check that the U needs Adam (the smallest Adam-trained seed's
+    rho_U minus the largest over the gradient-descent runs, at least the threshold),
+    per data set as each device measured it, and over both devices' runs together.
+    Runs whose rho_U is the same to the bit are counted once (distinct runs)."""
+    rows = []
+    for data, entry in run.get("u_needs_adam", {}).items():
+        devices = [d for d in ("cpu", "gpu") if d in entry]
+        for label, parts in [(d, [d]) for d in devices] + [("both", devices)]:
+            adam = min(entry[d]["adam_u_min"] for d in parts)
+            gd = [u for d in parts for u in entry[d]["gd_u"].values()]
+            rows.append(
+                {
+                    "data": data,
+                    "runs of": {"cpu": "CPU", "gpu": "GPU"}.get(label, "both"),
+                    "Adam, smallest seed": adam,
+                    "GD, largest": max(gd),
+                    "GD runs": len(gd),
+                    "distinct GD runs": len(set(gd)),
+                    "difference": adam - max(gd),
+                    "at least": entry["threshold"],
+                    "holds": adam - max(gd) >= entry["threshold"],
+                }
+            )
+    return pd.DataFrame(rows)

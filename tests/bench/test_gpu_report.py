@@ -117,3 +117,60 @@ def test_a_file_of_something_else_is_refused(tmp_path):
     (tmp_path / gpu_report.MEASUREMENTS_FILE).write_text("[1, 2]")
     with pytest.raises(ValueError, match="gpu_check"):
         gpu_report.load_gpu_measurements(tmp_path)
+
+
+def _twice_row(chapter, compared, differ, timed=()):
+    return {
+        "chapter": chapter,
+        "workload": "real",
+        "gpu_first_s": 40.0,
+        "gpu_second_s": 41.0 if compared is not None else None,
+        "beside": "alone on the GPU",
+        "compared": compared,
+        "differ": differ,
+        "check_values_differ": list(timed),
+        "cpu_build_s": 400.0,
+    }
+
+
+def _u_entry(adam, gd):
+    return {"adam_u_min": adam, "gd_u": {f"run_{i}": u for i, u in enumerate(gd)}}
+
+
+TWICE = {
+    "tests": {"pytest -m gpu": {"summary": "14 passed"}},
+    "chapters": [
+        _twice_row("04_real_data", 288, 0),
+        _twice_row("performance", 15, 0, timed=["perf_speedup"]),
+        _twice_row("01_setup", None, None),
+    ],
+    "u_needs_adam": {
+        "imdb": {
+            "threshold": 0.3,
+            "cpu": _u_entry(0.53, [0.10, 0.18, 0.05]),
+            # two roundings that coincide on the device: one distinct run fewer
+            "gpu": _u_entry(0.50, [0.15, 0.15, 0.11]),
+        }
+    },
+}
+
+
+def test_twice_run_tables():
+    assert gpu_report.twice_run(MEASURED) is None
+    run = gpu_report.twice_run(dict(MEASURED, gpu_twice=TWICE))
+    table = gpu_report.twice_table(run)
+    assert table.loc["04_real_data", "values that differ"] == 0
+    assert table["GPU, second run (s)"].isna()["01_setup"]
+    text = gpu_report.twice_summary(run)
+    assert text.startswith("2 chapters executed twice on the GPU: 303 glued values")
+    assert "0 of them different" in text and "except perf_speedup" in text
+    assert "pytest -m gpu: 14 passed" in text
+    u = gpu_report.u_table(run).set_index("runs of")
+    assert u.loc["CPU", "difference"] == pytest.approx(0.53 - 0.18)
+    assert u.loc["GPU", "difference"] == pytest.approx(0.50 - 0.15)
+    assert u.loc["GPU", "distinct GD runs"] == 2
+    # over both devices: the smallest Adam seed against the largest GD run of either
+    assert u.loc["both", "difference"] == pytest.approx(0.50 - 0.18)
+    assert u.loc["both", "GD runs"] == 6 and bool(u.loc["both", "holds"])
+    with pytest.raises(ValueError, match="gpu_twice"):
+        gpu_report.twice_run(dict(MEASURED, gpu_twice=[1]))
