@@ -23,7 +23,6 @@ protocol's chapter).
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -79,21 +78,16 @@ class PictureRuns:
     (the null of the first permutation under the first seed); ``curves[(run, seed)]``
     the trained runs' records (metrics at the start and the end); ``null_importance``
     the importance under the first permutation of the labels; ``nulls`` one
-    ``(importance, (E.v, E.p))`` per permutation; ``seconds`` the wall time of each
-    trained run; ``kinds`` the device and floating-point type each trained run ran in.
+    ``(importance, (E.v, E.p))`` per permutation; ``kinds`` the device and
+    floating-point type each trained run ran in.
     The curves of gradient descent keep no final parameters (``params`` empty: a copy
     of ``E`` per run would only take memory)."""
 
     scores: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
     curves: dict[tuple[str, int], Curve]
     null_importance: np.ndarray
-    seconds: dict[tuple[str, int], float]
-    nulls: list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]] = dataclasses.field(
-        default_factory=list
-    )
-    kinds: dict[tuple[str, int], tuple[str, str]] = dataclasses.field(
-        default_factory=dict
-    )
+    nulls: list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]]
+    kinds: dict[tuple[str, int], tuple[str, str]]
 
 
 def picture_runs(
@@ -136,12 +130,11 @@ def picture_runs(
             )
     if null_permutations and null_rng is None:
         raise ValueError("the shuffled-label null needs null_rng")
-    scores, curves, seconds, kinds = {}, {}, {}, {}
+    scores, curves, kinds = {}, {}, {}
     nulls = []
     end = (0, steps)
 
     def run(key, start, trainable, dynamics, steps, data=corpus, fused=True):
-        t0 = time.perf_counter()
         curves[key] = train_curve(
             start,
             data,
@@ -150,7 +143,6 @@ def picture_runs(
             eval_steps=steps,
             fused=fused,
         )
-        seconds[key] = time.perf_counter() - t0
         scores[key] = curves[key].scores[max(steps)]
         E = start["E"]
         kinds[key] = (E.device.type, str(E.dtype).removeprefix("torch."))
@@ -197,7 +189,7 @@ def picture_runs(
             imp = token_importance(shuffled.train, shuffled.train_labels)
             nulls.append((imp, scores[key]))
     null_importance = nulls[0][0] if nulls else np.full(corpus.vocab_size, np.nan)
-    return PictureRuns(scores, curves, null_importance, seconds, nulls, kinds)
+    return PictureRuns(scores, curves, null_importance, nulls, kinds)
 
 
 #: The statistics of the picture that chapter 4 asks to be at least moderate.
