@@ -9,7 +9,7 @@ import torch
 
 from attnbook.data.selection import assumption_one_data
 from attnbook.experiments.curves import Dynamics, ablation_curves, log_steps
-from attnbook.experiments.picture import PictureSettings, picture_runs
+from attnbook.experiments.picture import picture_runs
 from attnbook.experiments.real_data import ReviewExperimentConfig, starting_points
 from attnbook.experiments.synthetic_picture import one_relevant_spec, synthetic_corpus
 from attnbook.models.losses import logistic_loss
@@ -39,8 +39,18 @@ def main() -> str:
     corpus, _ = synthetic_corpus(one_relevant_spec(10, 60, 20), 300, 100, rng)
     config = ReviewExperimentConfig(dim=32, init_scale=0.01, eta=2.0)
     gd = Dynamics("gd", {"E": 0.2, "p": 0.3, "v": 0.3})
-    settings = PictureSettings(seeds=(0, 1), steps=15, head_steps=15, gd=gd)
-    runs = picture_runs(corpus, config, settings, null_rng=np.random.default_rng(5))
+    runs = picture_runs(
+        corpus,
+        config,
+        seeds=(0, 1),
+        adam=Dynamics.adam(1e-3),
+        steps=15,
+        head=Dynamics.adam(1e-2),
+        head_steps=15,
+        descents={"edge": (gd, 15)},
+        null_permutations=1,
+        null_rng=np.random.default_rng(5),
+    )
     for key in sorted(runs.scores):
         add(*runs.scores[key])
     add(runs.null_importance)

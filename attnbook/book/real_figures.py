@@ -12,18 +12,33 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from attnbook.book.plotting import PALETTE, plot_binned
-from attnbook.experiments.importance import bin_statistics
+from attnbook.experiments.importance import bin_statistics, observed_range
 from attnbook.experiments.picture import MAIN_STATISTICS, RUN_NAMES, PictureRuns
-from attnbook.experiments.real_picture import BINNINGS, DATASETS, NAMES, bin_range
 from attnbook.experiments.robustness import PICTURE_STATISTICS
 
 __all__ = [
+    "NAMES",
+    "DATASETS",
+    "BINNINGS",
+    "bin_range",
     "picture_figure",
     "bin_counts_figure",
     "null_figure",
     "ablation_figure",
     "synthetic_figure",
 ]
+
+#: The names of the chapter's corpora, and the two of them its figures show.
+NAMES = {"imdb": "IMDB", "yelp": "Yelp (balanced)", "yelp_all": "Yelp (all)"}
+DATASETS = ("imdb", "yelp")
+#: The two binnings of the importance axis: [-1, 1], and the observed range (paper).
+BINNINGS = {"[−1, 1]": None, "[min I, max I] (paper)": "observed"}
+
+
+def bin_range(importance: np.ndarray, binning: str | None) -> tuple[float, float]:
+    """The interval a binning of :data:`BINNINGS` cuts."""
+    return (-1.0, 1.0) if binning is None else observed_range(importance)
+
 
 _IMPORTANCE = r"$P(1\mid s) - P(0\mid s)$"
 _SCORES = (r"$E_s \cdot v$", r"$E_s \cdot p$")

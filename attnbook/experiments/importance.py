@@ -23,6 +23,9 @@ Token importance (:func:`token_importance`)
     token favours. On a balanced corpus (``n_+ = n_-``) the two definitions coincide
     exactly.
 
+:func:`token_statistics` gives a review corpus's importance, average signed frequency
+and document frequency together.
+
 Binned statistics (:func:`bin_statistics`, :func:`within_bin_spread`)
     ``[lo, hi]`` is cut into ``n_bins`` equal bins (the last one closed on the right);
     for each bin the number of tokens, the mean and the standard deviation of a
@@ -52,6 +55,7 @@ import torch
 from scipy.stats import rankdata
 
 from attnbook.engine.counts import TokenCounts
+from attnbook.theory.frequency import average_signed_frequency
 from attnbook.validation import (
     ArgumentTypeError,
     as_signed_labels,
@@ -64,6 +68,7 @@ __all__ = [
     "finite_array",
     "document_class_counts",
     "token_importance",
+    "token_statistics",
     "bin_statistics",
     "within_bin_spread",
     "spearman",
@@ -126,6 +131,17 @@ def token_importance(
         out = (r_pos - r_neg) / total
     out[total == 0] = np.nan
     return out
+
+
+def token_statistics(corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Importance, average signed frequency and document frequency of every token of
+    the training split of a review corpus (the real-data chapters' token axes)."""
+    importance = token_importance(corpus.train, corpus.train_labels)
+    alpha = average_signed_frequency(
+        corpus.train, corpus.train_labels, corpus.vocab_size
+    ).numpy()
+    n_pos, n_neg = document_class_counts(corpus.train, corpus.train_labels)
+    return importance, alpha, (n_pos + n_neg).astype(np.float64)
 
 
 def finite_array(x: object, what: str) -> np.ndarray:

@@ -34,7 +34,7 @@ from attnbook.experiments.curves import (
     spread_curves,
     train_curve,
 )
-from attnbook.experiments.importance import observed_range
+from attnbook.experiments.importance import observed_range, token_statistics
 from attnbook.experiments.paper_protocol import (
     PAPER_ACCURACY_LOSS,
     crossing_steps,
@@ -45,8 +45,11 @@ from attnbook.experiments.paper_protocol import (
     window_steps,
 )
 from attnbook.experiments.picture import MAIN_STATISTICS
-from attnbook.experiments.real_data import ReviewExperimentConfig, starting_points
-from attnbook.experiments.real_picture import one_step_eta, token_statistics
+from attnbook.experiments.real_data import (
+    ReviewExperimentConfig,
+    one_step_eta,
+    starting_points,
+)
 
 __all__ = [
     "ProtocolRuns",

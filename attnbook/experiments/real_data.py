@@ -3,7 +3,7 @@
 :func:`starting_points` draws the initialization that every model of the chapter
 starts from (:class:`StartingPoints`): the initial ``E, p, v``; the same with the random
 ``E`` at unit scale; and ``E`` after one gradient step. :class:`ReviewExperimentConfig`
-holds the settings.
+holds the settings, :func:`one_step_eta` the size of the step.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ __all__ = [
     "ReviewExperimentConfig",
     "StartingPoints",
     "starting_points",
+    "one_step_eta",
 ]
 
 
@@ -109,3 +110,9 @@ def starting_points(
         random_E=_detached({**init, "E": unit_E}),
         one_step=_detached({**init, "E": E1}),
     )
+
+
+def one_step_eta(alpha: np.ndarray, dim: int, sigma: float) -> float:
+    """The step size whose predicted change of the median token is ten times the
+    initialization noise: ``20 sigma / (sqrt(d) median |alpha_s|)``."""
+    return float(20 * sigma / (np.sqrt(dim) * np.median(np.abs(alpha))))

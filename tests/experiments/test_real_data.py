@@ -367,24 +367,29 @@ def test_crossing_steps():
 
 
 # ----------------------------------------------------------------------------- picture
-@pytest.mark.filterwarnings("ignore:invalid value encountered")
-def test_picture_runs_and_tables():
-    from attnbook.experiments.importance import document_class_counts, token_importance
-    from attnbook.experiments.picture import (
-        RUN_NAMES,
-        PictureSettings,
-        correlation_table,
-        null_distribution,
-        picture_runs,
-        run_table,
+def _picture(c, cfg, seeds=(0, 1), steps=5, **controls):
+    from attnbook.experiments.picture import picture_runs
+
+    return picture_runs(
+        c,
+        cfg,
+        seeds=seeds,
+        adam=Dynamics.adam(1e-3),
+        steps=steps,
+        null_rng=np.random.default_rng(0),
+        **controls,
     )
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+def test_picture_runs():
+    from attnbook.experiments.importance import token_importance
 
     c = _corpus()
     cfg = ReviewExperimentConfig(dim=8, eta=5.0, dtype=torch.float64)
-    settings = PictureSettings(
-        seeds=(0, 1), steps=5, head_steps=3, gd=Dynamics("gd", {g: 0.1 for g in "Epv"})
-    )
-    runs = picture_runs(c, cfg, settings, null_rng=np.random.default_rng(0))
+    gd = Dynamics("gd", {g: 0.1 for g in "Epv"})
+    head = {"head": Dynamics.adam(1e-2), "head_steps": 3}
+    runs = _picture(c, cfg, descents={"edge": (gd, 5)}, null_permutations=1, **head)
     keys = {("adam", 0), ("adam", 1), ("init", 0), ("one_step", 0), ("theorem", 0)}
     controls = {("gd", 0), ("gd_autograd", 0), ("null", 0), ("head", 0)}
     assert keys | controls == set(runs.scores)
@@ -393,99 +398,57 @@ def test_picture_runs_and_tables():
         np.testing.assert_allclose(fused, autograd, rtol=1e-9, atol=1e-12)
     # the theorem's setting trains p alone: E and v stay where the one step left them
     theorem = runs.curves[("theorem", 0)].params
-    head = runs.curves[("head", 0)].params
-    assert not torch.equal(theorem["p"], head["p"])
+    head_params = runs.curves[("head", 0)].params
+    assert not torch.equal(theorem["p"], head_params["p"])
     one = runs.scores[("one_step", 0)]
     assert np.allclose(runs.scores[("theorem", 0)][0], one[0])  # E.v unchanged
     # the null's importance comes from permuted labels, with the class sizes kept
     assert np.isfinite(runs.null_importance).all()
-    imp = token_importance(c.train, c.train_labels)
-    n_pos, n_neg = document_class_counts(c.train, c.train_labels)
-    table = correlation_table(runs, imp, n_pos + n_neg, settings.seeds)
-    assert list(table.index) == [
-        "seed 0",
-        "seed 1",
-        "seed-to-seed range",
-        "shuffled labels (null)",
-        "initialization",
-    ]
-    assert (table.loc["seed-to-seed range"].dropna() >= 0).all()
-    alpha = np.linspace(-1, 1, c.vocab_size)
-    rows = run_table(runs, imp, alpha, n_pos + n_neg, 0, top=3)
-    assert list(rows.index) == [
-        RUN_NAMES[k]
-        for k in ("one_step", "theorem", "head", "gd", "gd_autograd", "adam")
-    ]
+    assert not np.array_equal(
+        runs.null_importance, token_importance(c.train, c.train_labels)
+    )
     # the null as a distribution: one run per permutation, each with its own labels
-    several = picture_runs(
-        c,
-        cfg,
-        PictureSettings(seeds=(0,), steps=3, head_steps=2, null_permutations=3),
-        null_rng=np.random.default_rng(0),
-    )
-    nulls = null_distribution(several, n_pos + n_neg)
-    assert len(several.nulls) == 3 and len(nulls) == 3
+    several = _picture(c, cfg, seeds=(0,), steps=3, null_permutations=3, **head)
+    assert len(several.nulls) == 3
     assert not np.array_equal(several.nulls[0][0], several.nulls[1][0])
-    table3 = correlation_table(several, imp, n_pos + n_neg, (0,))
-    assert "shuffled labels: largest of 3" in table3.index
-    assert table3.loc["shuffled labels: largest of 3"].equals(nulls.max())
-    with pytest.raises(ValueError, match="null_permutations"):
-        PictureSettings(null_permutations=0)
-    assert np.isnan(rows.loc[RUN_NAMES["one_step"], "training loss"])
-    bare = picture_runs(
-        c,
-        cfg,
-        PictureSettings(seeds=(3,), steps=2, controls=False),
-        null_rng=np.random.default_rng(0),
-    )
+    bare = _picture(c, cfg, seeds=(3,), steps=2)
     assert set(bare.scores) == {("adam", 3), ("init", 3), ("one_step", 3)}
+    assert np.isnan(bare.null_importance).all()
     with pytest.raises(ValueError, match="distinct"):
-        PictureSettings(seeds=(1, 1))
-    with pytest.raises(ValueError, match="optimizer 'gd'"):
-        PictureSettings(gd=Dynamics.adam(1e-3))
-    with pytest.raises(ValueError, match="gd_stable must be Dynamics"):
-        PictureSettings(gd_stable=Dynamics.adam(1e-3))
-    with pytest.raises(ValueError, match="gd_stable_steps"):
-        PictureSettings(gd_stable_steps=0)
+        _picture(c, cfg, seeds=(1, 1))
+    with pytest.raises(ValueError, match="gradient descent"):
+        _picture(c, cfg, descents={"edge": (Dynamics.adam(1e-3), 5)})
+    with pytest.raises(ValueError, match="edge or stable"):
+        _picture(c, cfg, descents={"middle": (gd, 5)})
+    with pytest.raises(ValueError, match="steps"):
+        _picture(c, cfg, steps=0)
 
 
 def test_gradient_descent_on_every_seed_at_two_step_sizes():
-    from attnbook.experiments.picture import GD_KEYS, PictureSettings, picture_runs
-    from attnbook.experiments.real_picture import gd_table
+    from attnbook.experiments.picture import GD_KEYS
 
     c = _corpus()
     cfg = ReviewExperimentConfig(dim=8, eta=5.0, dtype=torch.float64)
     edge, stable = (Dynamics("gd", {g: lr for g in "Epv"}) for lr in (0.1, 0.03))
-    settings = PictureSettings(
-        seeds=(0, 1),
+    head = {"head": Dynamics.adam(1e-2), "head_steps": 2}
+    runs = _picture(
+        c,
+        cfg,
         steps=4,
-        head_steps=2,
-        gd=edge,
-        gd_stable=stable,
-        gd_stable_steps=6,
-        gd_all_seeds=True,
+        descents={"edge": (edge, 4), "stable": (stable, 6)},
+        descents_all_seeds=True,
+        null_permutations=1,
+        **head,
     )
-    runs = picture_runs(c, cfg, settings, null_rng=np.random.default_rng(0))
     assert {(k, s) for k in GD_KEYS for s in (0, 1)} <= set(runs.scores)
     assert max(runs.curves[("gd_stable_autograd", 1)].steps) == 6
     assert max(runs.curves[("gd", 1)].steps) == 4
     assert runs.curves[("gd", 1)].params == {}  # no copy of E kept
     assert runs.kinds[("gd_stable", 0)] == ("cpu", "float64")
     # the first seed's edge run is the one a single-seed run makes
-    single = picture_runs(
-        c,
-        cfg,
-        PictureSettings(seeds=(0,), steps=4, head_steps=2, gd=edge),
-        null_rng=np.random.default_rng(0),
-    )
+    single = _picture(c, cfg, seeds=(0,), steps=4, descents={"edge": (edge, 4)}, **head)
     for a, b in zip(single.scores[("gd", 0)], runs.scores[("gd", 0)]):
         np.testing.assert_array_equal(a, b)
-    imp = np.linspace(-1, 1, c.vocab_size)
-    table = gd_table(runs, imp, np.arange(1.0, c.vocab_size + 1))
-    assert len(table) == 8
-    assert set(table.index.get_level_values("step size")) == {"η/10", "η/30"}
-    assert set(table["steps"]) == {4, 6}
-    assert set(table["device"]) == {"cpu"} and set(table["dtype"]) == {"float64"}
 
 
 @pytest.mark.skipif(
