@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from attnbook.data.corpus import ReviewCorpus
+from attnbook.experiments import spreads as repeats
 from attnbook.experiments.curves import (
     ABLATIONS,
     SPREAD_READINGS,
@@ -49,7 +50,6 @@ from attnbook.experiments.paper_protocol import (
 from attnbook.experiments.picture import MAIN_STATISTICS
 from attnbook.experiments.real_data import ReviewExperimentConfig, starting_points
 from attnbook.experiments.real_picture import one_step_eta, token_statistics
-from attnbook.experiments.spreads import spread_over
 
 __all__ = [
     "ProtocolRuns",
@@ -379,10 +379,12 @@ def accuracy_spreads(
     if not len(fulls) == len(rands) == len(gaps):
         raise ValueError("need one curve of each model and one gap per seed")
     return {
-        "gap_min": spread_over([g["gap"] for g in gaps]),
-        "best_acc": spread_over([max(f.metrics["test_accuracy"]) for f in fulls]),
-        "low_loss": spread_over([min(f.metrics["test_loss"]) for f in fulls]),
-        "end_gap": spread_over(
+        "gap_min": repeats.spread_over([g["gap"] for g in gaps]),
+        "best_acc": repeats.spread_over(
+            [max(f.metrics["test_accuracy"]) for f in fulls]
+        ),
+        "low_loss": repeats.spread_over([min(f.metrics["test_loss"]) for f in fulls]),
+        "end_gap": repeats.spread_over(
             [
                 f.metrics["test_accuracy"][-1] - r.metrics["test_accuracy"][-1]
                 for f, r in zip(fulls, rands)
@@ -586,5 +588,7 @@ def picture_end_spreads(
                 (frame["step"] == frame["step"].max())
                 & frame["statistic"].isin(MAIN_STATISTICS)
             ]
-            out[f"{name}_{tag}"] = spread_over(end.groupby("seed")["value"].min())
+            out[f"{name}_{tag}"] = repeats.spread_over(
+                end.groupby("seed")["value"].min()
+            )
     return out
