@@ -2,8 +2,10 @@
 
 A check's *margin* is how far its value lies on the passing side of its threshold
 (:func:`margin`); its *spread* is how far the same statistic moves between repeated
-runs: the ``spread`` the chapter recorded with it (the range over seeds or roundings,
-:func:`attnbook.book.checks.check`), and, where several executions of the book are at
+runs: the ``spread`` the chapter recorded with it (:func:`attnbook.book.checks.check`;
+the range over seeds or roundings in chapter 4, elsewhere the standard deviation over
+the seeds, initialisations or data sets, :mod:`attnbook.experiments.spreads`; each
+chapter says which), and, where several executions of the book are at
 hand (other devices, other machines), the range of its value over them
 (:func:`run_spreads`). A passing evidence check whose margin is under
 :data:`FRAGILE_SPREADS` times its spread is *fragile* (:func:`is_fragile`): a repeat of

@@ -110,13 +110,15 @@ def check_trend(
     result: str | None = None,
     reading: str = "paper",
     asserted: bool = True,
+    spread: float | None = None,
 ) -> float:
     """Check that the smallest value of ``statistic`` over the real-label runs of
     ``trend`` is at least the threshold taken from its shuffled-label control; glue
     the largest value as ``name + "_high"`` and the threshold as ``name +
     "_threshold"``. Returns the smallest value. ``asserted=False`` records the
     comparison without asserting it (:func:`attnbook.book.checks.compare_with_paper`:
-    for a statistic whose margin is within its platform-to-platform rounding)."""
+    for a statistic whose margin is within its platform-to-platform rounding);
+    ``spread`` is recorded with the check (:func:`attnbook.book.checks.check`)."""
     values = trend.values("labels", statistic)
     threshold = trend.thresholds[statistic]
     glue(f"{name}_high", float(values.max()))
@@ -132,6 +134,7 @@ def check_trend(
         result=result,
         what=what,
         reading=reading,
+        spread=spread,
     )
     return smallest
 

@@ -8,10 +8,12 @@ corpora and seeds of the real-data chapter.
   numbers; :func:`nearest_tables` how near each model and each protocol comes to them
   (each model at each step size, or both at one step); :func:`accuracy_statistics`
   what the checks of claim C6a compare, and
-  :func:`accuracy_quotes` the numbers the text quotes;
+  :func:`accuracy_quotes` the numbers the text quotes, :func:`accuracy_spreads` how
+  far each statistic moves between the seeds;
 - :func:`scale_table` -- the random fixed model at both scales of its embeddings;
 - :func:`spread_runs`, :func:`crossing_table` -- the spread ratio along training;
-- :func:`hold_table` -- the steps at which the picture of the real-data chapter holds.
+- :func:`hold_table` -- the steps at which the picture of the real-data chapter holds;
+  :func:`picture_end_spreads` how far its smallest statistic moves between the seeds.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pandas as pd
 import torch
 
 from attnbook.data.corpus import ReviewCorpus
+from attnbook.experiments import spreads as repeats
 from attnbook.experiments.curves import (
     ABLATIONS,
     SPREAD_READINGS,
@@ -58,12 +61,14 @@ __all__ = [
     "nearest_tables",
     "nearest_quotes",
     "accuracy_statistics",
+    "accuracy_spreads",
     "accuracy_quotes",
     "scale_table",
     "spread_runs",
     "crossing_table",
     "spans",
     "hold_table",
+    "picture_end_spreads",
 ]
 
 
@@ -366,6 +371,31 @@ def accuracy_statistics(
     }
 
 
+def accuracy_spreads(
+    fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]
+) -> dict[str, float]:
+    """The spread of the statistics of :func:`accuracy_statistics` that the checks of
+    claim C6a compare: the standard deviation over the seeds of each seed's gap of the
+    best test accuracies (``gap_min``), best test accuracy and lowest test loss of
+    trained ``E`` (``best_acc``, ``low_loss``) and test-accuracy gap at the end of the
+    budget (``end_gap``)."""
+    if not len(fulls) == len(rands) == len(gaps):
+        raise ValueError("need one curve of each model and one gap per seed")
+    return {
+        "gap_min": repeats.spread_over([g["gap"] for g in gaps]),
+        "best_acc": repeats.spread_over(
+            [max(f.metrics["test_accuracy"]) for f in fulls]
+        ),
+        "low_loss": repeats.spread_over([min(f.metrics["test_loss"]) for f in fulls]),
+        "end_gap": repeats.spread_over(
+            [
+                f.metrics["test_accuracy"][-1] - r.metrics["test_accuracy"][-1]
+                for f, r in zip(fulls, rands)
+            ]
+        ),
+    }
+
+
 def accuracy_quotes(
     stats: Mapping[str, float],
     table: pd.DataFrame,
@@ -543,3 +573,25 @@ def hold_table(
                 f"(it holds at steps {text}), {label}, {names[name]}",
             )
     return pd.DataFrame(rows).T.rename_axis(["data", "dynamics"]), numbers, ends
+
+
+def picture_end_spreads(
+    along: Mapping[tuple[str, str], pd.DataFrame],
+    names: Mapping[str, str],
+    tags: Mapping[str, str],
+) -> dict[str, float]:
+    """Keyed ``<corpus>_<tag>`` like the ends of :func:`hold_table`: the standard
+    deviation over the seeds of each seed's smallest of the four statistics of the
+    picture at the end of the budget."""
+    out = {}
+    for name in names:
+        for label, tag in tags.items():
+            frame = along[(name, label)]
+            end = frame[
+                (frame["step"] == frame["step"].max())
+                & frame["statistic"].isin(MAIN_STATISTICS)
+            ]
+            out[f"{name}_{tag}"] = repeats.spread_over(
+                end.groupby("seed")["value"].min()
+            )
+    return out

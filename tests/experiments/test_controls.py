@@ -230,6 +230,9 @@ def test_book_checks_of_a_trend():
     )
     check_trend("t2", weak, "heldout", claim="C7a", what="test", asserted=False)
     assert not records.CHECKS[-1].passed and not records.CHECKS[-1].asserted
+    assert records.CHECKS[-1].spread is None  # none unless given
+    check_trend("t4", trend, "heldout", claim="C7a", what="test", spread=0.25)
+    assert records.CHECKS[-1].spread == 0.25
     with pytest.raises(AssertionError):
         check_trend("t3", weak, "heldout", claim="C7a", what="test")
 

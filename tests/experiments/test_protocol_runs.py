@@ -88,6 +88,19 @@ def test_accuracy_statistics_and_quotes():
     assert a["loss_rise_max"] == pytest.approx(
         0.3 / 0.05
     )  # last training loss over lowest
+    sd = pr.accuracy_spreads(fulls, rands, gaps)
+    assert sd == {"gap_min": 0.0, "best_acc": 0.0, "low_loss": 0.0, "end_gap": 0.0}
+    fulls[1] = _curve([0.5, 0.8, 0.9, 0.93, 0.8], [0.7, 0.4, 0.2, 0.15, 0.3], 1.0)
+    sd = pr.accuracy_spreads(
+        fulls, rands, gaps[:1] + [accuracy_gap(fulls[1], rands[1], 1000)]
+    )
+    assert sd["gap_min"] == pytest.approx(0.04 / np.sqrt(2))
+    assert sd["best_acc"] == pytest.approx(0.04 / np.sqrt(2))
+    assert sd["low_loss"] == pytest.approx(0.10 / np.sqrt(2))
+    assert sd["end_gap"] == pytest.approx(0.10 / np.sqrt(2))
+    with pytest.raises(ValueError, match="one gap per seed"):
+        pr.accuracy_spreads(fulls, rands, gaps[:1])
+    fulls = runs.over_seeds("imdb", "full", "Adam")
     table = paper_number_table(runs.at("imdb"))
     quoted = pr.accuracy_quotes(a, table, "Adam", runs.unit_entries[("imdb", "Adam")])
     assert quoted["trained_train_acc_step"] == 3
@@ -132,6 +145,11 @@ def test_spans_and_hold_table():
     assert quoted["imdb_lr_picture_holds"] == "0–10"
     value, what = ends["imdb_lr"]
     assert value == 0.2 and "2 seeds" in what and "30-step budget" in what
+    assert pr.picture_end_spreads(along, NAMES, LABELS) == {"imdb_lr": 0.0}
+    rows[-1]["value"] = 0.1  # seed 1's smallest of the four at the end
+    moved = {("imdb", "Adam"): pd.DataFrame(rows)}
+    sd = pr.picture_end_spreads(moved, NAMES, LABELS)["imdb_lr"]
+    assert sd == pytest.approx(0.1 / np.sqrt(2))
     fig = protocol_figures.along_figure(
         {**along, ("imdb", "B"): along[("imdb", "Adam")]},
         NAMES,
