@@ -31,7 +31,6 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnbook.bench.cli import main as bench_main
 from attnbook.engine.counts import TokenCounts, as_token_counts
 from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.experiments.extensions import (
@@ -83,6 +82,7 @@ from attnbook.theory.one_step import (
     predicted_class_alignment,
 )
 from attnbook.theory.one_step_check import pearson, predicted_pearson
+from benchmarks.cli import main as bench_main
 
 FUZZ = settings(
     max_examples=40,

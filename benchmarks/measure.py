@@ -10,18 +10,6 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from attnbook.bench.timing import (
-    cache_evictor,
-    sync,
-    time_min,
-)
-from attnbook.bench.usual import (
-    engine_loss_and_grads,
-    relative_difference,
-    restrict_vocabulary,
-    usual_batches,
-    usual_loss_and_grads,
-)
 from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
 from attnbook.models import two_layer as tl
@@ -29,6 +17,18 @@ from attnbook.models.attention import count_attention_output
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS
+from benchmarks.timing import (
+    cache_evictor,
+    sync,
+    time_min,
+)
+from benchmarks.usual import (
+    engine_loss_and_grads,
+    relative_difference,
+    restrict_vocabulary,
+    usual_batches,
+    usual_loss_and_grads,
+)
 
 __all__ = [
     "init_benchmark_parameters",
