@@ -181,23 +181,23 @@ def engine_passes(
     kernels.scores(E, PW), kernels.csr_times(A, X), kernels.csr_times(At, Y)
     kernels.low_rank(G, PW, out), kernels.weighted_rows(E, G)
     passes = [
-        ("scores E [p, v]", e_bytes, lambda: kernels.scores_unchecked(E, PW)),
+        ("scores E [p, v]", e_bytes, lambda: kernels.scores(E, PW, check_input=False)),
         (
             "counts A [u, u b]",
             csr_bytes + 4 * (n + 1),
-            lambda: kernels.csr_times_unchecked(A, X),
+            lambda: kernels.csr_times(A, X, check_input=False),
         ),
         (
             "counts A^T [r_D, r]",
             csr_bytes + 4 * (V + 1),
-            lambda: kernels.csr_times_unchecked(At, Y),
+            lambda: kernels.csr_times(At, Y, check_input=False),
         ),
         (
             "write dE = G [p, v]^T",
             e_bytes,
-            lambda: kernels.low_rank_unchecked(G, PW, out),
+            lambda: kernels.low_rank(G, PW, out, check_input=False),
         ),
-        ("E^T G", e_bytes, lambda: kernels.weighted_rows_unchecked(E, G)),
+        ("E^T G", e_bytes, lambda: kernels.weighted_rows(E, G, check_input=False)),
     ]
     evict = cache_evictor(device)
     rows = []

@@ -26,11 +26,11 @@ import torch
 
 from attnbook.engine.counts import TokenCounts, as_token_counts, token_counts_over
 from attnbook.models.count_engine import (
-    count_heads_output_unchecked,
-    row_terms_unchecked,
+    count_heads_output,
+    row_terms,
 )
-from attnbook.models.losses import logistic_loss_unchecked
-from attnbook.models.multiclass import as_class_labels, cross_entropy_loss_unchecked
+from attnbook.models.losses import logistic_loss
+from attnbook.models.multiclass import as_class_labels, cross_entropy_loss
 from attnbook.validation import (
     ArgumentTypeError,
     as_signed_labels,
@@ -97,7 +97,9 @@ def _coefficients(
     y: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`one_step_coefficients` of checked arguments (detached)."""
-    terms = row_terms_unchecked(E, p, v[:, None], counts)  # relative to each row's top
+    terms = row_terms(
+        E, p, v[:, None], counts, check_input=False
+    )  # relative to each row's top
     rows, tok, pi = terms.rows, terms.tokens, terms.pi
     b_tok = terms.B[tok, 0]
     f = torch.zeros_like(terms.gap[:, 0]).index_add(0, rows, pi * b_tok)
@@ -136,8 +138,8 @@ def one_gradient_step(
         c_v, c_p = _coefficients(E, p, v, counts, y)
         return E + eta * (c_v[:, None] * v[None, :] + c_p[:, None] * p[None, :])
     E_var = E.clone().requires_grad_(True)
-    f = count_heads_output_unchecked(E_var, p, v[:, None], counts)[:, 0]
-    (grad,) = torch.autograd.grad(logistic_loss_unchecked(f, y), E_var)
+    f = count_heads_output(E_var, p, v[:, None], counts, check_input=False)[:, 0]
+    (grad,) = torch.autograd.grad(logistic_loss(f, y, check_input=False), E_var)
     return (E - eta * grad).detach()
 
 
@@ -154,8 +156,8 @@ def one_gradient_step_multiclass(
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
     y = as_class_labels(labels, W.shape[1], counts.n_sequences).to(E.device)
     E_var = E.clone().requires_grad_(True)
-    scores = count_heads_output_unchecked(E_var, p, W, counts)
-    loss = cross_entropy_loss_unchecked(scores, y)
+    scores = count_heads_output(E_var, p, W, counts, check_input=False)
+    loss = cross_entropy_loss(scores, y, check_input=False)
     (grad,) = torch.autograd.grad(loss, E_var)
     return (E - eta * grad).detach()
 
