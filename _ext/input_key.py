@@ -286,7 +286,8 @@ def input_keys(notebooks: Iterable[Path], root: Path = _ROOT) -> dict[str, dict]
     digest of everything its numbers depend on (module docstring), from the files as
     they are now and this process's settings."""
     root = Path(root).resolve()
-    package = _modules(root, "attnbook")
+    # the installed package and the benchmark beside it (the Performance page runs it)
+    package = {**_modules(root, "attnbook"), **_modules(root, "benchmarks")}
     ext = _modules(root, "_ext")
     parsed: dict[str, tuple[set[str], str | None]] = {}
     digests: dict[Path, str] = {}

@@ -16,8 +16,9 @@ only from its own layer and the layers listed before it:
   extensions;
 - :mod:`attnbook.book`        -- chapter start, glue and checks, records, figures,
   tables;
-- :mod:`attnbook.bench`       -- ``python -m attnbook.bench``: engine against the usual
-  implementation.
+
+The benchmark of the engine against the usual implementation is not part of the
+package: it lives in the repository's ``benchmarks/`` (``python -m benchmarks``).
 """
 
 __version__ = "0.2.0"

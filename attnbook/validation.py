@@ -6,9 +6,9 @@ models, token-id sequences (non-empty, integer, inside the vocabulary) and binar
 (-1 or +1 only: the book's one label policy). Each raises a ``ValueError`` (or an
 :class:`ArgumentTypeError`, which is both a ``TypeError`` and a ``ValueError``) whose
 message names the argument at fault. An entry point of the package checks its arguments
-once with them, then calls inner functions that do not check again (the count engine's
-``*_unchecked`` functions, the losses' ``*_unchecked`` forms); nothing remembers which
-objects were checked before. Checks that only one module needs (the invariants of
+once with them, then calls inner functions with ``check_input=False`` (the count
+engine, its compiled passes, the losses), which do not check again; nothing remembers
+which objects were checked before. Checks that only one module needs (the invariants of
 :class:`attnbook.engine.counts.TokenCounts`, class ids, the compiled passes' own
 arguments) stay beside their code.
 

@@ -272,7 +272,7 @@ def start_bench(mode: str) -> subprocess.Popen | None:
     env["ATTNBOOK_GPU_ENGINE"] = "0"  # the engine line: the CPU engine's form (before)
     env.pop("ATTNBOOK_DEVICE", None)
     out = open(STATE / f"bench_{mode}.log", "w")
-    cmd = pinned(f"bench_{mode}", [sys.executable, "-m", "attnbook.bench", *args])
+    cmd = pinned(f"bench_{mode}", [sys.executable, "-m", "benchmarks", *args])
     return subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
     )

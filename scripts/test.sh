@@ -16,9 +16,9 @@ set -euo pipefail
 . "$(dirname "$0")/tools.sh"
 mkdir -p _build
 start=$(date +%s)
-echo "[attnbook] ruff: lint and format of the package, the build extension, the tests and the chapters"
-ruff check attnbook _ext tests chapters
-ruff format --check attnbook _ext tests chapters
+echo "[attnbook] ruff: lint and format of the package, the benchmark, the build extension, the tests and the chapters"
+ruff check attnbook benchmarks _ext tests chapters
+ruff format --check attnbook benchmarks _ext tests chapters
 # The book, then the browser test of its pages, in the background.
 rm -f _build/book.rc _build/browser.rc
 (

@@ -1,6 +1,7 @@
 """The package's architecture: layers that import only downward, no private names across
 modules, no imports hidden in functions, small modules; the book's build machinery
-(``_ext/``) outside the package, which never imports it."""
+(``_ext/``) and the benchmark (``benchmarks/``) outside the package, which never imports
+them."""
 
 from __future__ import annotations
 
@@ -21,10 +22,9 @@ LAYERS = [
     "theory",
     "experiments",
     "book",
-    "bench",
 ]
 # the GPU form: imported only where a computation runs on CUDA, inside that branch
-GPU_MODULES = ("attnbook.engine.gpu", "attnbook.bench.gpu")
+GPU_MODULES = ("attnbook.engine.gpu", "benchmarks.gpu")
 
 
 def _modules() -> dict[str, Path]:
@@ -102,7 +102,7 @@ def test_no_private_name_crosses_modules_and_no_import_hides_in_a_function():
 def test_the_cpu_path_imports_no_gpu_form():
     code = (
         "import sys, attnbook, attnbook.models, attnbook.engine, attnbook.theory, "
-        "attnbook.experiments, attnbook.bench, attnbook.bench.cli\n"
+        "attnbook.experiments, benchmarks, benchmarks.cli\n"
         "print(sorted(m for m in sys.modules if m.startswith(%r)))" % (GPU_MODULES,)
     )
     done = subprocess.run(
@@ -126,7 +126,8 @@ def _imported_modules(path: Path) -> set[str]:
     return out
 
 
-def test_the_package_never_imports_the_build_machinery():
+def test_the_package_never_imports_the_build_machinery_or_the_benchmark():
+    outside = {"_ext", "benchmarks"}  # beside the package in the repository
     for name, path in _modules().items():
-        found = sorted(m for m in _imported_modules(path) if m.split(".")[0] == "_ext")
-        assert not found, f"{name} imports {found}: the build machinery (_ext/)"
+        found = sorted(m for m in _imported_modules(path) if m.split(".")[0] in outside)
+        assert not found, f"{name} imports {found}: not part of the installed package"

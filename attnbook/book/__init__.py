@@ -23,5 +23,5 @@ The build of the book (the chapters' execution, the records read back, the claim
 dashboard, the paper map, the Sphinx extension) is not part of the package: it lives
 beside the chapters, in the repository's ``_ext/``.
 
-Layer: the top, beside :mod:`attnbook.bench`; may import every layer below it.
+Layer: the top; may import every layer below it.
 """

@@ -41,7 +41,7 @@
 #endif
 
 /* Sizes below were the fastest of those tried on a 2-core AMD EPYC (Zen 5) with
- * python -m attnbook.bench; every choice gives the same results up to rounding. */
+ * python -m benchmarks; every choice gives the same results up to rounding. */
 #define BLOCK_ROWS 8                 /* rows of E that a pass over E works on at once */
 #define VECTOR (64 / (int)sizeof(T)) /* elements in 64 bytes: one AVX-512 register */
 #define LANES 64                     /* elements an inner loop works on at once */

@@ -37,8 +37,7 @@ from attnbook.engine.pass_checks import (
 __all__ = [
     "AdamMoments",
     "fused_step",
-    "fused_step_unchecked",
-    "logistic_counts_unchecked",
+    "logistic_counts",
 ]
 
 
@@ -88,6 +87,7 @@ def fused_step(
     moments: AdamMoments | None = None,
     row_sums: bool = True,
     scores: bool = False,
+    check_input: bool = True,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Update ``E`` in place with the gradient ``G @ P`` in one sweep; return ``(Q,
     S)``: ``Q = G.T @ E`` with ``E`` before the update (``(J, d)``, ``None`` unless
@@ -99,64 +99,52 @@ def fused_step(
     be contiguous; ``G`` (``V, J``), ``P`` (``J, d``) and the moments float32 or float64
     tensors of ``E``'s dtype and device, ``J <= 16``, and the moments contiguous, of
     ``E``'s shape, sharing memory with nothing else. Raises ``TypeError`` or
-    ``ValueError`` naming the argument otherwise."""
-    fn = "fused_step"
-    for name, t in (("E", E), ("G", G), ("P", P)):
-        dense_tensor(fn, name, t)
-    same_kind(fn, ("E", E), ("G", G), ("P", P))
-    (V, d), J = E.shape, G.shape[1]
-    if G.shape[0] != V or not 1 <= J <= kernels.MAX_COLUMNS:
-        raise shape_error(fn, "G", G, f"({V}, J) with 1 <= J <= 16")
-    if P.shape != (J, d):
-        raise shape_error(fn, "P", P, f"({J}, {d})")
-    if not E.is_contiguous():
-        raise ValueError(f"{fn}: E must be contiguous (it is updated in place)")
-    others = [("G", G), ("P", P)]
-    if moments is not None:
-        if not isinstance(moments, AdamMoments):
-            raise TypeError(
-                f"{fn}: moments must be AdamMoments or None, got "
-                f"{type(moments).__name__}"
-            )
-        b1, b2 = moments.betas
-        for name, value in (("beta1", b1), ("beta2", b2)):
-            if not 0 <= _real(name, value) < 1:
-                raise ValueError(f"{fn}: {name} must lie in [0, 1), got {value!r}")
-        _real("eps", moments.eps)
-        if isinstance(moments.step, bool) or not isinstance(moments.step, int):
-            raise TypeError(f"{fn}: moments.step must be an int, got {moments.step!r}")
-        if moments.step < 0:
-            raise ValueError(f"{fn}: moments.step must be >= 0, got {moments.step}")
-        for name in ("exp_avg", "exp_avg_sq"):
-            t = dense_tensor(fn, f"moments.{name}", getattr(moments, name))
-            same_kind(fn, ("E", E), (f"moments.{name}", t))
-            if t.shape != E.shape or not t.is_contiguous():
-                raise shape_error(
-                    fn, f"moments.{name}", t, f"{tuple(E.shape)}, contiguous"
+    ``ValueError`` naming the argument otherwise. ``check_input=False`` skips the
+    checks, for a caller that built the arguments itself."""
+    if check_input:
+        fn = "fused_step"
+        for name, t in (("E", E), ("G", G), ("P", P)):
+            dense_tensor(fn, name, t)
+        same_kind(fn, ("E", E), ("G", G), ("P", P))
+        (V, d), J = E.shape, G.shape[1]
+        if G.shape[0] != V or not 1 <= J <= kernels.MAX_COLUMNS:
+            raise shape_error(fn, "G", G, f"({V}, J) with 1 <= J <= 16")
+        if P.shape != (J, d):
+            raise shape_error(fn, "P", P, f"({J}, {d})")
+        if not E.is_contiguous():
+            raise ValueError(f"{fn}: E must be contiguous (it is updated in place)")
+        others = [("G", G), ("P", P)]
+        if moments is not None:
+            if not isinstance(moments, AdamMoments):
+                raise TypeError(
+                    f"{fn}: moments must be AdamMoments or None, got "
+                    f"{type(moments).__name__}"
                 )
-            others.append((f"moments.{name}", t))
-    _real("lr", lr, positive=True)
-    written = [("E", E)] + [o for o in others if o[0].startswith("moments")]
-    for i, (name, t) in enumerate(written):
-        for other, u in written[i + 1 :] + others[:2]:
-            if overlap(t, u):
-                raise ValueError(f"{fn}: {name} shares memory with {other}")
-    return fused_step_unchecked(
-        E, G, P, lr=lr, moments=moments, row_sums=row_sums, scores=scores
-    )
-
-
-def fused_step_unchecked(
-    E: torch.Tensor,
-    G: torch.Tensor,
-    P: torch.Tensor,
-    *,
-    lr: float,
-    moments: AdamMoments | None = None,
-    row_sums: bool = True,
-    scores: bool = False,
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """:func:`fused_step` without the checks."""
+            b1, b2 = moments.betas
+            for name, value in (("beta1", b1), ("beta2", b2)):
+                if not 0 <= _real(name, value) < 1:
+                    raise ValueError(f"{fn}: {name} must lie in [0, 1), got {value!r}")
+            _real("eps", moments.eps)
+            if isinstance(moments.step, bool) or not isinstance(moments.step, int):
+                raise TypeError(
+                    f"{fn}: moments.step must be an int, got {moments.step!r}"
+                )
+            if moments.step < 0:
+                raise ValueError(f"{fn}: moments.step must be >= 0, got {moments.step}")
+            for name in ("exp_avg", "exp_avg_sq"):
+                t = dense_tensor(fn, f"moments.{name}", getattr(moments, name))
+                same_kind(fn, ("E", E), (f"moments.{name}", t))
+                if t.shape != E.shape or not t.is_contiguous():
+                    raise shape_error(
+                        fn, f"moments.{name}", t, f"{tuple(E.shape)}, contiguous"
+                    )
+                others.append((f"moments.{name}", t))
+        _real("lr", lr, positive=True)
+        written = [("E", E)] + [o for o in others if o[0].startswith("moments")]
+        for i, (name, t) in enumerate(written):
+            for other, u in written[i + 1 :] + others[:2]:
+                if overlap(t, u):
+                    raise ValueError(f"{fn}: {name} shares memory with {other}")
     step_size = bc2_sqrt = 1.0
     beta1, beta2, eps = 0.0, 0.0, 0.0
     if moments is not None:
@@ -229,7 +217,7 @@ def _torch_step(
     return Q, S
 
 
-def logistic_counts_unchecked(
+def logistic_counts(
     A: torch.Tensor, X: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """The forward and backward count products of the one-layer model with the mean
@@ -237,7 +225,8 @@ def logistic_counts_unchecked(
     with ``[den, num] = A @ X`` for ``X = [u, u b]`` (``V, 2``), ``f = num / den`` and
     ``Z = A.T @ [r_D, R]``, ``R = g / den``, ``r_D = -R f``, ``g`` the derivative of the
     mean logistic loss in ``f`` (labels ``y``, -1/+1). ``None`` where the compiled
-    kernel does not serve these tensors (the caller then makes the two products)."""
+    kernel does not serve these tensors (the caller then makes the two products). It
+    checks nothing: its one caller builds the arguments itself."""
     indptr, indices, values = A.crow_indices(), A.col_indices(), A.values()
     if not (
         X.shape[1] == 2

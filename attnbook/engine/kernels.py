@@ -26,11 +26,10 @@ dense reference.
 Each public pass checks its arguments before any kernel runs (tensor types,
 float32/float64 dtypes that agree, one device, shapes that fit together, the sparse
 matrix's row pointers and column indices) and raises a ``TypeError`` or ``ValueError``
-naming the argument. Each has an unchecked twin (``scores_unchecked``,
-``weighted_rows_unchecked``, ``low_rank_unchecked``, ``csr_times_unchecked``) for a
-caller that builds the arguments itself and so knows them to fit, as the engine does:
-the checks (:mod:`attnbook.engine.pass_checks`) take a few microseconds per pass, and
-the sparse matrix's O(nnz) more.
+naming the argument. Each takes ``check_input=False`` from a caller that builds the
+arguments itself and so knows them to fit, as the engine does: the checks
+(:mod:`attnbook.engine.pass_checks`) take a few microseconds per pass, and the sparse
+matrix's O(nnz) more.
 
 The library is built, cached, verified and loaded by :mod:`attnbook.engine.native`."""
 
@@ -58,19 +57,15 @@ from attnbook.engine.segments import csr_rows_times
 __all__ = [
     "backend",
     "csr_times",
-    "csr_times_unchecked",
     "low_rank",
-    "low_rank_unchecked",
     "native_library",
     "scores",
-    "scores_unchecked",
     "torch_only",
     "MAX_COLUMNS",
     "omp_threads",
     "raise_on_status",
     "uses_native",
     "weighted_rows",
-    "weighted_rows_unchecked",
 ]
 
 MAX_COLUMNS = 16  # csr_times keeps one row of the result in registers
@@ -140,27 +135,26 @@ def uses_native(*tensors: torch.Tensor) -> bool:
 
 
 # ------------------------------------------------------------------------------------
-# The passes. Each checked pass checks its arguments, then calls its unchecked
-# twin.
+# The passes. Each checks its arguments unless told that its caller has.
 
 
-def scores(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
+def scores(
+    E: torch.Tensor, P: torch.Tensor, *, check_input: bool = True
+) -> torch.Tensor:
     """``E @ P.T``: ``(V, J)`` scores of every row of ``E`` against the ``J`` rows of
     ``P``.
 
     ``E`` ``(V, d)`` and ``P`` ``(J, d)`` are float32 or float64 tensors of one dtype
-    and device; ``TypeError``/``ValueError`` name the argument that is not."""
-    dense_tensor("scores", "E", E), dense_tensor("scores", "P", P)
-    same_kind("scores", ("E", E), ("P", P))
-    if P.shape[1] != E.shape[1]:
-        raise shape_error(
-            "scores", "P", P, f"(J, {E.shape[1]}) to match E {tuple(E.shape)}"
-        )
-    return scores_unchecked(E, P)
-
-
-def scores_unchecked(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
-    """:func:`scores` without the checks."""
+    and device; ``TypeError``/``ValueError`` name the argument that is not.
+    ``check_input=False`` skips the checks, for a caller that built the arguments
+    itself."""
+    if check_input:
+        dense_tensor("scores", "E", E), dense_tensor("scores", "P", P)
+        same_kind("scores", ("E", E), ("P", P))
+        if P.shape[1] != E.shape[1]:
+            raise shape_error(
+                "scores", "P", P, f"(J, {E.shape[1]}) to match E {tuple(E.shape)}"
+            )
     if not uses_native(E, P):
         return E @ P.t()
     (V, d), J = E.shape, P.shape[0]
@@ -172,28 +166,24 @@ def scores_unchecked(E: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def csr_times(A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+def csr_times(
+    A: torch.Tensor, X: torch.Tensor, *, check_input: bool = True
+) -> torch.Tensor:
     """``A @ X`` for a sparse CSR ``(n, m)`` ``A`` and a dense ``(m, J)`` ``X``.
 
     ``A``'s structure is checked as :func:`~attnbook.engine.pass_checks.csr_parts`
-    says; ``X`` must have ``A``'s value dtype and device and ``m`` rows."""
-    parts = csr_parts("csr_times", A)
-    dense_tensor("csr_times", "X", X)
-    same_kind("csr_times", ("A", parts[2]), ("X", X))
-    if X.shape[0] != A.shape[1]:
-        raise shape_error(
-            "csr_times", "X", X, f"({A.shape[1]}, J) to match A {tuple(A.shape)}"
-        )
-    return csr_times_unchecked(A, X, parts)
-
-
-def csr_times_unchecked(
-    A: torch.Tensor,
-    X: torch.Tensor,
-    parts: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-) -> torch.Tensor:
-    """:func:`csr_times` without the checks (``parts``: A's index and value arrays, if
-    known)."""
+    says; ``X`` must have ``A``'s value dtype and device and ``m`` rows.
+    ``check_input=False`` skips the checks, for a caller that built the arguments
+    itself."""
+    parts = None  # A's index and value arrays, once checked
+    if check_input:
+        parts = csr_parts("csr_times", A)
+        dense_tensor("csr_times", "X", X)
+        same_kind("csr_times", ("A", parts[2]), ("X", X))
+        if X.shape[0] != A.shape[1]:
+            raise shape_error(
+                "csr_times", "X", X, f"({A.shape[1]}, J) to match A {tuple(A.shape)}"
+            )
     indptr, indices, values = parts or (A.crow_indices(), A.col_indices(), A.values())
     if X.device.type != "cpu":  # the library's sparse product sums in no fixed order
         return csr_rows_times(indptr, indices, values, X)
@@ -222,23 +212,25 @@ def csr_times_unchecked(
     return out
 
 
-def weighted_rows(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+def weighted_rows(
+    E: torch.Tensor, G: torch.Tensor, *, check_input: bool = True
+) -> torch.Tensor:
     """``G.T @ E``: ``(J, d)`` sums of the rows of ``E`` with the ``J`` weights of ``G``
     (V, J).
 
     ``E`` and ``G`` are float32 or float64 tensors of one dtype and device, with as many
-    rows."""
-    dense_tensor("weighted_rows", "E", E), dense_tensor("weighted_rows", "G", G)
-    same_kind("weighted_rows", ("E", E), ("G", G))
-    if G.shape[0] != E.shape[0]:
-        raise shape_error(
-            "weighted_rows", "G", G, f"({E.shape[0]}, J) to match E {tuple(E.shape)}"
-        )
-    return weighted_rows_unchecked(E, G)
-
-
-def weighted_rows_unchecked(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
-    """:func:`weighted_rows` without the checks."""
+    rows. ``check_input=False`` skips the checks, for a caller that built the
+    arguments itself."""
+    if check_input:
+        dense_tensor("weighted_rows", "E", E), dense_tensor("weighted_rows", "G", G)
+        same_kind("weighted_rows", ("E", E), ("G", G))
+        if G.shape[0] != E.shape[0]:
+            raise shape_error(
+                "weighted_rows",
+                "G",
+                G,
+                f"({E.shape[0]}, J) to match E {tuple(E.shape)}",
+            )
     if not uses_native(E, G):
         return G.t() @ E
     (V, d), J = E.shape, G.shape[1]
@@ -251,37 +243,34 @@ def weighted_rows_unchecked(E: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def low_rank(G: torch.Tensor, P: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def low_rank(
+    G: torch.Tensor, P: torch.Tensor, out: torch.Tensor, *, check_input: bool = True
+) -> torch.Tensor:
     """Write ``G @ P`` into ``out`` (``(V, d)``) for a thin ``(V, J)`` ``G`` and return
     it.
 
     ``G``, ``P`` ``(J, d)`` and ``out`` are float32 or float64 tensors of one dtype and
-    device; ``out`` shares no memory with ``G`` or ``P``."""
-    for name, t in (("G", G), ("P", P), ("out", out)):
-        dense_tensor("low_rank", name, t)
-    same_kind("low_rank", ("G", G), ("P", P), ("out", out))
-    (V, J), d = G.shape, out.shape[1]
-    if P.shape != (J, d):
-        raise shape_error(
-            "low_rank",
-            "P",
-            P,
-            f"({J}, {d}) to match G {tuple(G.shape)} and out {tuple(out.shape)}",
-        )
-    if out.shape[0] != V:
-        raise shape_error(
-            "low_rank", "out", out, f"({V}, d) to match G {tuple(G.shape)}"
-        )
-    for name, t in (("G", G), ("P", P)):
-        if overlap(out, t):
-            raise ValueError(f"low_rank: out shares memory with {name}")
-    return low_rank_unchecked(G, P, out)
-
-
-def low_rank_unchecked(
-    G: torch.Tensor, P: torch.Tensor, out: torch.Tensor
-) -> torch.Tensor:
-    """:func:`low_rank` without the checks."""
+    device; ``out`` shares no memory with ``G`` or ``P``. ``check_input=False`` skips
+    the checks, for a caller that built the arguments itself."""
+    if check_input:
+        for name, t in (("G", G), ("P", P), ("out", out)):
+            dense_tensor("low_rank", name, t)
+        same_kind("low_rank", ("G", G), ("P", P), ("out", out))
+        (V, J), d = G.shape, out.shape[1]
+        if P.shape != (J, d):
+            raise shape_error(
+                "low_rank",
+                "P",
+                P,
+                f"({J}, {d}) to match G {tuple(G.shape)} and out {tuple(out.shape)}",
+            )
+        if out.shape[0] != V:
+            raise shape_error(
+                "low_rank", "out", out, f"({V}, d) to match G {tuple(G.shape)}"
+            )
+        for name, t in (("G", G), ("P", P)):
+            if overlap(out, t):
+                raise ValueError(f"low_rank: out shares memory with {name}")
     if not uses_native(G, P, out):
         return _torch_low_rank(G, P, out)
     (V, J), d = G.shape, P.shape[1]

@@ -9,7 +9,7 @@ import torch
 
 from attnbook.engine.counts import TokenCounts
 from attnbook.models.attention import count_attention_output
-from attnbook.models.losses import logistic_loss_unchecked
+from attnbook.models.losses import logistic_loss
 from attnbook.validation import ArgumentTypeError, check_outputs_and_labels
 
 __all__ = ["evaluate_binary"]
@@ -41,7 +41,7 @@ def evaluate_binary(
     pos = y > 0
     per_class = [correct[m].double().mean() for m in (pos, ~pos) if bool(m.any())]
     return {
-        "loss": float(logistic_loss_unchecked(f, y)),
+        "loss": float(logistic_loss(f, y, check_input=False)),
         "accuracy": float(correct.double().mean()),
         "balanced_accuracy": float(sum(per_class)) / len(per_class),
     }

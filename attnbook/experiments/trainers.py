@@ -26,8 +26,8 @@ import torch
 from attnbook.engine.counts import TokenCounts
 from attnbook.experiments.seeded_runs import TrainFunction
 from attnbook.models.attention import count_attention_output
-from attnbook.models.count_engine import count_heads_output_unchecked
-from attnbook.models.losses import accuracy, logistic_loss_unchecked
+from attnbook.models.count_engine import count_heads_output
+from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.mlp_head import (
     PooledIndex,
     init_mlp_head,
@@ -36,7 +36,7 @@ from attnbook.models.mlp_head import (
 )
 from attnbook.models.multiclass import (
     as_class_labels,
-    cross_entropy_loss_unchecked,
+    cross_entropy_loss,
     multiclass_layout,
     multiclass_output,
 )
@@ -154,9 +154,8 @@ def multiclass_trainer(
 
         def loss() -> torch.Tensor:  # params made for train, labels checked above
             E, p, W = params["E"], params["p"], params["W"]
-            return cross_entropy_loss_unchecked(
-                count_heads_output_unchecked(E, p, W, train), y
-            )
+            scores = count_heads_output(E, p, W, train, check_input=False)
+            return cross_entropy_loss(scores, y, check_input=False)
 
         fit(params, loss, steps=steps, lr=lr)
         with torch.no_grad():
@@ -210,7 +209,9 @@ def mlp_trainer(
         y = _signed(labels, device)
         fit(
             mlp,
-            lambda: logistic_loss_unchecked(mlp_attention_output(mlp, train_index), y),
+            lambda: logistic_loss(
+                mlp_attention_output(mlp, train_index), y, check_input=False
+            ),
             steps=steps,
             lr=lr,
         )
@@ -270,7 +271,9 @@ def two_layer_trainer(
         y = _signed(labels, device)
         fit(
             params,
-            lambda: logistic_loss_unchecked(two_layer_output(params, train_blocks), y),
+            lambda: logistic_loss(
+                two_layer_output(params, train_blocks), y, check_input=False
+            ),
             steps=steps,
             lr=lr,
         )

@@ -34,8 +34,7 @@ from attnbook.engine.counts import (
 )
 from attnbook.models.count_engine import (
     count_heads_output,
-    count_heads_output_unchecked,
-    row_terms_unchecked,
+    row_terms,
 )
 from attnbook.validation import (
     check_finite,
@@ -63,7 +62,7 @@ def count_attention_output(
     dtypes, devices, vocabulary, finiteness)."""
     check_parameters(E, p, v)
     counts = check_counts(counts, E.shape[0]).to(E.device)
-    return count_heads_output_unchecked(E, p, v[:, None], counts)[:, 0]
+    return count_heads_output(E, p, v[:, None], counts, check_input=False)[:, 0]
 
 
 def dense_attention_output(
@@ -100,7 +99,7 @@ def attention_output(
     """
     check_parameters(E, p, v)
     counts = token_counts_over(sequences, E.shape[0]).to(E.device)
-    return count_heads_output_unchecked(E, p, v[:, None], counts)[:, 0]
+    return count_heads_output(E, p, v[:, None], counts, check_input=False)[:, 0]
 
 
 def attention_weights(
@@ -126,4 +125,4 @@ def token_attention(
     """
     check_parameters(E, p, p)
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
-    return row_terms_unchecked(E, p, torch.zeros_like(p)[:, None], counts).pi
+    return row_terms(E, p, torch.zeros_like(p)[:, None], counts, check_input=False).pi

@@ -33,8 +33,8 @@ their unchecked form: :func:`count_heads_output` has checked everything they rel
 
 :func:`count_heads_output` is the entry point. It checks shapes, dtypes, devices and the
 vocabulary of the counts once (:func:`check_heads_arguments`), before any compiled pass
-runs, then calls :func:`count_heads_output_unchecked`, which the other entry points
-call after checking their own arguments. Non-finite values are found from the scores
+runs; the other entry points check their own arguments and call it with
+``check_input=False``. Non-finite values are found from the scores
 the forward pass computes anyway (a NaN or infinity in ``E`` makes its row's score
 non-finite), so that the check costs no extra pass over ``E``.
 """
@@ -61,9 +61,7 @@ __all__ = [
     "RowTerms",
     "check_heads_arguments",
     "count_heads_output",
-    "count_heads_output_unchecked",
     "row_terms",
-    "row_terms_unchecked",
     "vocabulary_shift_gradient",
 ]
 
@@ -108,18 +106,19 @@ class RowTerms:
 
 
 def row_terms(
-    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+    E: torch.Tensor,
+    p: torch.Tensor,
+    W: torch.Tensor,
+    counts: TokenCounts,
+    *,
+    check_input: bool = True,
 ) -> RowTerms:
     """:class:`RowTerms` of the model ``(E, p, W)`` on ``counts`` (no gradient),
-    after the checks of :func:`count_heads_output`."""
-    return row_terms_unchecked(E, p, W, check_heads_arguments(E, p, W, counts))
-
-
-def row_terms_unchecked(
-    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
-) -> RowTerms:
-    """:func:`row_terms` of arguments already checked (``counts`` on ``E``'s device);
-    only the finiteness of the scores is checked, from the scores themselves."""
+    after the checks of :func:`count_heads_output` (``check_input=False``: of arguments
+    already checked, ``counts`` on ``E``'s device). The finiteness of the scores is
+    checked in either case, from the scores themselves."""
+    if check_input:
+        counts = check_heads_arguments(E, p, W, counts)
     with torch.no_grad():
         scores = E @ torch.cat((p[:, None], W), dim=1)
         check_finite_scores(scores, E=E, p=p, W=W)
@@ -132,12 +131,13 @@ class _CountAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, E, p, W, counts):  # type: ignore[override]
         PW = torch.cat((p[None, :], W.t())).contiguous()  # (1 + K, d)
-        scores = kernels.scores_unchecked(E, PW)  # (V, 1 + K): one pass over E
+        # (V, 1 + K): one pass over E
+        scores = kernels.scores(E, PW, check_input=False)
         a, B = scores[:, 0], scores[:, 1:]
         u = torch.exp(a - a.max())
         A, _ = counts.sparse_matrices(E.dtype)
-        nd = kernels.csr_times_unchecked(
-            A, torch.cat((u[:, None], u[:, None] * B), dim=1)
+        nd = kernels.csr_times(
+            A, torch.cat((u[:, None], u[:, None] * B), dim=1), check_input=False
         )
         den, num = nd[:, 0], nd[:, 1:]
         floor = counts.float_lengths(E.dtype) * torch.finfo(E.dtype).tiny ** 0.5
@@ -180,9 +180,11 @@ class _CountAttention(torch.autograd.Function):
             G = vocabulary_shift_gradient(ctx, g)
         dE = dp = dW = None
         if ctx.needs_input_grad[0]:
-            dE = kernels.low_rank_unchecked(G, PW, gradient_buffer(E))  # one write
+            # one write
+            dE = kernels.low_rank(G, PW, gradient_buffer(E), check_input=False)
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            GtE = kernels.weighted_rows_unchecked(E, G)  # (1 + K, d): one pass over E
+            # (1 + K, d): one pass over E
+            GtE = kernels.weighted_rows(E, G, check_input=False)
             dp, dW = GtE[0], GtE[1:].t()
         return dE, dp, dW, None
 
@@ -195,8 +197,8 @@ def vocabulary_shift_gradient(ctx, g: torch.Tensor) -> torch.Tensor:
     _, At = ctx.counts.sparse_matrices(u.dtype)
     R = g / den[:, None]
     rD = -(R * f).sum(dim=1)
-    z = kernels.csr_times_unchecked(
-        At, torch.cat((rD[:, None], R), dim=1)
+    z = kernels.csr_times(
+        At, torch.cat((rD[:, None], R), dim=1), check_input=False
     )  # (V, 1 + K)
     G = torch.empty_like(z)
     torch.mul(u[:, None], z[:, 1:], out=G[:, 1:])  # G_B
@@ -220,7 +222,12 @@ def check_heads_arguments(
 
 
 def count_heads_output(
-    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
+    E: torch.Tensor,
+    p: torch.Tensor,
+    W: torch.Tensor,
+    counts: TokenCounts,
+    *,
+    check_input: bool = True,
 ) -> torch.Tensor:
     """``(n, K)`` outputs ``f_ik = sum_s pi_is (E_s . W_k)`` of every row of ``counts``.
 
@@ -229,17 +236,8 @@ def count_heads_output(
     to ``E``'s device). Differentiable in ``E``, ``p`` and ``W`` (first derivatives).
     Raises ``ValueError`` (or a ``TypeError`` that is also one) naming the argument for
     a wrong type, shape, dtype, device or vocabulary, and for NaN or infinity in ``E``,
-    ``p`` or ``W``.
-    """
-    counts = check_heads_arguments(E, p, W, counts)
-    return count_heads_output_unchecked(E, p, W, counts)
-
-
-def count_heads_output_unchecked(
-    E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: TokenCounts
-) -> torch.Tensor:
-    """:func:`count_heads_output` of arguments already checked (``counts`` on ``E``'s
-    device): for the entry points that have checked them.
+    ``p`` or ``W``. ``check_input=False`` skips the checks of the arguments, for the
+    entry points that have checked them (``counts`` on ``E``'s device).
 
     On CUDA this is the engine's GPU form
     (:func:`attnbook.engine.gpu.attention.gpu_count_heads_output`: every sum in a fixed
@@ -247,6 +245,8 @@ def count_heads_output_unchecked(
     written for the CPU. The GPU form does not look for NaN or infinity in its scores:
     they reach the outputs and the loss, which
     :func:`attnbook.models.training.training_step` refuses."""
+    if check_input:
+        counts = check_heads_arguments(E, p, W, counts)
     if E.device.type == "cuda":  # the GPU package is imported only where it runs
         from attnbook.engine.gpu.attention import (
             gpu_count_heads_output,

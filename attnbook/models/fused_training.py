@@ -8,7 +8,7 @@ gradient in the scores, so :class:`FusedOneLayerStep` makes a step from
 
 1. from the scores ``S = E [p, v]^T`` of the current parameters (kept from the step
    before), one pass over the counts gives the loss and ``G`` (both count products of
-   the engine, row by row: :func:`attnbook.engine.fused.logistic_counts_unchecked`);
+   the engine, row by row: :func:`attnbook.engine.fused.logistic_counts`);
 2. one sweep over ``E`` (:func:`attnbook.engine.fused.fused_step`) forms each row's
    gradient, sums ``G^T E`` (the gradients of ``p`` and ``v``), updates the row (Adam or
    gradient descent) and, when ``p`` and ``v`` stay fixed, takes the next step's scores;
@@ -31,8 +31,8 @@ from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts, check_counts
 from attnbook.engine.fused import (
     AdamMoments,
-    fused_step_unchecked,
-    logistic_counts_unchecked,
+    fused_step,
+    logistic_counts,
 )
 from attnbook.models.count_engine import (
     CANCELLATION_LIMIT,
@@ -70,7 +70,7 @@ def loss_and_score_gradient(
     b_min, b_max, p_norm, v_norm = torch.cat((torch.stack(torch.aminmax(B)), norms))
     rho = float(p_norm * torch.maximum(b_min.abs(), b_max.abs()))
     accurate = not rho <= CANCELLATION_LIMIT * float(v_norm)
-    one_pass = None if accurate else logistic_counts_unchecked(A, X, y)
+    one_pass = None if accurate else logistic_counts(A, X, y)
     if one_pass is not None and bool((one_pass[1] >= floor).all()):
         f, _, Z = one_pass  # forward and backward in one pass over the counts
         loss = logistic_loss(f, y)
@@ -79,7 +79,7 @@ def loss_and_score_gradient(
         torch.addcmul(Z[:, 0], B[:, 0], Z[:, 1], out=G[:, 0])
         G[:, 0].mul_(u)  # G_a
         return loss.detach(), G
-    nd = kernels.csr_times_unchecked(A, X)
+    nd = kernels.csr_times(A, X, check_input=False)
     den, num = nd[:, 0], nd[:, 1:]
     covered = bool((den >= floor).all())
     state = SimpleNamespace(counts=counts)
@@ -172,14 +172,14 @@ class FusedOneLayerStep:
         with torch.no_grad():
             PW = torch.stack((p, v))
             if self._scores is None or self._stamp != self._state():
-                self._scores = kernels.scores_unchecked(E, PW)
+                self._scores = kernels.scores(E, PW, check_input=False)
             scores, self._scores = self._scores, None
             if not bool(torch.isfinite(scores).all()):
                 check_finite_scores(scores, E=E, p=p, W=v[:, None])
             loss, G = loss_and_score_gradient(scores, PW, self.counts, self.y)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"loss became {loss.item()} at step {step}")
-            Q, S = fused_step_unchecked(
+            Q, S = fused_step(
                 E,
                 G,
                 PW,
@@ -187,6 +187,7 @@ class FusedOneLayerStep:
                 moments=self.moments,
                 row_sums=bool(self.small),
                 scores=not self.small,
+                check_input=False,
             )
         if self.head_optimizer is not None:
             self.head_optimizer.zero_grad(set_to_none=True)
@@ -195,7 +196,7 @@ class FusedOneLayerStep:
                     self.params[g].grad = Q[j].clone()
             self.head_optimizer.step()
             with torch.no_grad():
-                S = kernels.scores_unchecked(E, torch.stack((p, v)))
+                S = kernels.scores(E, torch.stack((p, v)), check_input=False)
         self._scores = S
         self._stamp = self._state()
         return loss

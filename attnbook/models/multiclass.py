@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from attnbook.engine.counts import token_counts_over
-from attnbook.models.count_engine import count_heads_output_unchecked
+from attnbook.models.count_engine import count_heads_output
 from attnbook.validation import (
     ArgumentTypeError,
     check_count,
@@ -28,7 +28,6 @@ __all__ = [
     "multiclass_output",
     "as_class_labels",
     "cross_entropy_loss",
-    "cross_entropy_loss_unchecked",
 ]
 
 
@@ -57,7 +56,7 @@ def multiclass_output(
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
     counts = token_counts_over(sequences, E.shape[0]).to(E.device)
-    return count_heads_output_unchecked(E, p, W, counts)  # two sparse products/grad
+    return count_heads_output(E, p, W, counts, check_input=False)  # two products/grad
 
 
 def as_class_labels(
@@ -94,9 +93,14 @@ def as_class_labels(
     return y.to(torch.int64)
 
 
-def cross_entropy_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def cross_entropy_loss(
+    scores: torch.Tensor, labels: torch.Tensor, *, check_input: bool = True
+) -> torch.Tensor:
     """Mean cross-entropy of ``(n, K)`` scores against class ids in ``{0, ...,
-    K-1}`` (checked by :func:`as_class_labels`)."""
+    K-1}`` (checked by :func:`as_class_labels`; ``check_input=False`` skips every
+    check, for int64 class ids already checked, on the device of ``scores``)."""
+    if not check_input:
+        return torch.nn.functional.cross_entropy(scores, labels)
     check_float_tensor(scores, "scores")
     if scores.ndim != 2 or scores.shape[1] < 2 or scores.shape[0] == 0:
         raise ValueError(
@@ -104,13 +108,7 @@ def cross_entropy_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tens
             f"{tuple(scores.shape)}"
         )
     y = as_class_labels(labels, scores.shape[1], scores.shape[0])
-    loss = cross_entropy_loss_unchecked(scores, y.to(scores.device))
+    loss = torch.nn.functional.cross_entropy(scores, y.to(scores.device))
     if not bool(torch.isfinite(loss)):
         check_finite(scores=scores)
     return loss
-
-
-def cross_entropy_loss_unchecked(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """:func:`cross_entropy_loss` of checked arguments (``y`` int64 class ids on the
-    device of ``scores``)."""
-    return torch.nn.functional.cross_entropy(scores, y)

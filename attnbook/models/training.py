@@ -13,8 +13,8 @@ from typing import Callable, Mapping
 import torch
 
 from attnbook.engine.counts import TokenCounts, check_counts
-from attnbook.models.count_engine import count_heads_output_unchecked
-from attnbook.models.losses import logistic_loss_unchecked
+from attnbook.models.count_engine import count_heads_output
+from attnbook.models.losses import logistic_loss
 from attnbook.validation import (
     ArgumentTypeError,
     as_signed_labels,
@@ -49,8 +49,8 @@ def binary_loss_closure(
 
     def loss() -> torch.Tensor:
         E, p, v = params["E"], params["p"], params["v"]
-        f = count_heads_output_unchecked(E, p, v[:, None], counts)[:, 0]
-        return logistic_loss_unchecked(f, y)
+        f = count_heads_output(E, p, v[:, None], counts, check_input=False)[:, 0]
+        return logistic_loss(f, y, check_input=False)
 
     return loss
 

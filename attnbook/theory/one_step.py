@@ -1,4 +1,4 @@
-"""One gradient step on the embeddings from a small initialization, and its prediction.
+"""One gradient step on the embeddings, exact, for the binary and the K-class model.
 
 Binary model (logistic loss). By the rank-two structure of the gradient, one full-batch
 step of size ``eta`` on ``E`` moves every row along ``v`` and ``p`` only:
@@ -8,10 +8,8 @@ step of size ``eta`` on ``E`` moves every row along ``v`` and ``p`` only:
     c_p[s] = (1/n) sum_i y_i sigmoid(-y_i f_i) pi_is (b_s - f_i),
 
 with ``pi_is`` the attention mass on token ``s`` in sequence ``i`` and ``b_s = E_s .
-v``, all at initialization (:func:`one_step_coefficients`, exact). For a small
-initialization ``c_v = alpha / 2 + O(sigma / sqrt(d))`` and ``c_p = O(sigma /
-sqrt(d))``, which gives the closed-form predictions :func:`predicted_value_alignment`
-and :func:`predicted_cls_alignment`.
+v``, all at initialization (:func:`one_step_coefficients`, exact). The chapter on the
+one step expands the coefficients at a small initialization.
 
 K-class model (cross-entropy, head ``W = [v_1, ..., v_K]``): one step gives ``E_s^1 .
 v_k ~ E_s^0 . v_k + eta sum_j gamma_sj v_j . v_k`` with the per-class signed frequency
@@ -28,17 +26,16 @@ import torch
 
 from attnbook.engine.counts import TokenCounts, as_token_counts, token_counts_over
 from attnbook.models.count_engine import (
-    count_heads_output_unchecked,
-    row_terms_unchecked,
+    count_heads_output,
+    row_terms,
 )
-from attnbook.models.losses import logistic_loss_unchecked
-from attnbook.models.multiclass import as_class_labels, cross_entropy_loss_unchecked
+from attnbook.models.losses import logistic_loss
+from attnbook.models.multiclass import as_class_labels, cross_entropy_loss
 from attnbook.validation import (
     ArgumentTypeError,
     as_signed_labels,
     check_count,
     check_finite,
-    check_finite_scores,
     check_float_tensor,
     check_head_matrix,
     check_parameters,
@@ -47,11 +44,8 @@ from attnbook.validation import (
 
 __all__ = [
     "one_step_coefficients",
-    "first_order_coefficients",
     "one_gradient_step",
     "one_gradient_step_multiclass",
-    "predicted_value_alignment",
-    "predicted_cls_alignment",
     "class_signed_frequency",
     "predicted_class_alignment",
 ]
@@ -103,7 +97,9 @@ def _coefficients(
     y: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`one_step_coefficients` of checked arguments (detached)."""
-    terms = row_terms_unchecked(E, p, v[:, None], counts)  # relative to each row's top
+    terms = row_terms(
+        E, p, v[:, None], counts, check_input=False
+    )  # relative to each row's top
     rows, tok, pi = terms.rows, terms.tokens, terms.pi
     b_tok = terms.B[tok, 0]
     f = torch.zeros_like(terms.gap[:, 0]).index_add(0, rows, pi * b_tok)
@@ -114,40 +110,6 @@ def _coefficients(
     # b_s - f_i relative to the row's top token: accurate once attention is one-hot
     c_p = zeros.index_add(0, tok, weight * (terms.db[:, 0] - terms.gap[rows, 0]))
     return c_v, c_p
-
-
-def first_order_coefficients(
-    E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: object, labels: object
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """First-order expansions of :func:`one_step_coefficients` in the initial scores.
-
-    With ``w_is = n_s(X_i) / T_i``, ``f0_i = sum_t w_it b_t`` and ``abar_i = sum_t w_it
-    a_t``:
-
-        c_v ~ alpha_s / 2 - beta_s / 4 + xi_s / 2,
-        beta_s = (1/n) sum_i w_is f0_i,   xi_s = (1/n) sum_i y_i w_is (a_s - abar_i),
-        c_p ~ (1/2n) sum_i y_i w_is (b_s - f0_i).
-
-    The remainders are of second order in the scores ``a = E p``, ``b = E v``.
-    """
-    check_parameters(E, p, v)
-    E, p, v = E.detach(), p.detach(), v.detach()
-    counts, y = _binary_data(E, counts, labels)
-    scores = E @ torch.stack((p, v), dim=1)
-    check_finite_scores(scores, E=E, p=p, v=v)
-    a, b = scores.unbind(1)
-    rows, tok = counts.row_ids, counts.token_ids
-    n, V = counts.n_sequences, E.shape[0]
-    share = counts.counts.to(E.dtype) / counts.lengths.to(E.dtype)[rows]
-    zeros_n = torch.zeros(n, dtype=E.dtype, device=E.device)
-    f0 = zeros_n.index_add(0, rows, share * b[tok])
-    abar = zeros_n.index_add(0, rows, share * a[tok])
-    zeros_v = torch.zeros(V, dtype=E.dtype, device=E.device)
-    alpha = zeros_v.index_add(0, tok, y[rows] * share) / n
-    beta = zeros_v.index_add(0, tok, share * f0[rows]) / n
-    xi = zeros_v.index_add(0, tok, y[rows] * share * (a[tok] - abar[rows])) / n
-    c_p = zeros_v.index_add(0, tok, y[rows] * share * (b[tok] - f0[rows])) / (2 * n)
-    return alpha / 2 - beta / 4 + xi / 2, c_p
 
 
 def one_gradient_step(
@@ -176,8 +138,8 @@ def one_gradient_step(
         c_v, c_p = _coefficients(E, p, v, counts, y)
         return E + eta * (c_v[:, None] * v[None, :] + c_p[:, None] * p[None, :])
     E_var = E.clone().requires_grad_(True)
-    f = count_heads_output_unchecked(E_var, p, v[:, None], counts)[:, 0]
-    (grad,) = torch.autograd.grad(logistic_loss_unchecked(f, y), E_var)
+    f = count_heads_output(E_var, p, v[:, None], counts, check_input=False)[:, 0]
+    (grad,) = torch.autograd.grad(logistic_loss(f, y, check_input=False), E_var)
     return (E - eta * grad).detach()
 
 
@@ -194,35 +156,10 @@ def one_gradient_step_multiclass(
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
     y = as_class_labels(labels, W.shape[1], counts.n_sequences).to(E.device)
     E_var = E.clone().requires_grad_(True)
-    scores = count_heads_output_unchecked(E_var, p, W, counts)
-    loss = cross_entropy_loss_unchecked(scores, y)
+    scores = count_heads_output(E_var, p, W, counts, check_input=False)
+    loss = cross_entropy_loss(scores, y, check_input=False)
     (grad,) = torch.autograd.grad(loss, E_var)
     return (E - eta * grad).detach()
-
-
-def predicted_value_alignment(
-    alpha: torch.Tensor, v: torch.Tensor, eta: float
-) -> torch.Tensor:
-    """The leading-order prediction ``(eta / 2) alpha_s ||v||^2`` of ``E_s . v`` after
-    one step."""
-    eta = check_positive_real(eta, "step size eta")
-    alpha, v = _as_tensor(alpha, "alpha"), _as_tensor(v, "v")
-    if alpha.ndim != 1 or v.ndim != 1:
-        raise ValueError("alpha must be (V,) and v must be (d,)")
-    return 0.5 * eta * alpha.to(v.dtype).to(v.device) * (v @ v)
-
-
-def predicted_cls_alignment(
-    alpha: torch.Tensor, v: torch.Tensor, p: torch.Tensor, eta: float
-) -> torch.Tensor:
-    """The leading-order change ``(eta / 2) alpha_s (v . p)`` of ``E_s . p`` in one
-    step."""
-    eta = check_positive_real(eta, "step size eta")
-    alpha, v, p = _as_tensor(alpha, "alpha"), _as_tensor(v, "v"), _as_tensor(p, "p")
-    if alpha.ndim != 1 or v.ndim != 1 or p.shape != v.shape:
-        raise ValueError("alpha must be (V,), v and p must be (d,) of one shape")
-    p = p.to(dtype=v.dtype, device=v.device)
-    return 0.5 * eta * alpha.to(v.dtype).to(v.device) * (v @ p)
 
 
 def class_signed_frequency(

@@ -302,7 +302,7 @@ def test_device_policy_on_a_gpu(monkeypatch):
 @gpu
 @needs_cuda
 def test_bench_gpu_engine_agrees_with_cpu():
-    from attnbook.bench.gpu import gpu_engine_times
+    from benchmarks.gpu import gpu_engine_times
 
     _, _, _, counts, y = _cuda_problem()
     out = gpu_engine_times(counts.to("cuda"), y.cuda(), dim=64, repeats=2)

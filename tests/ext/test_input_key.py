@@ -165,3 +165,26 @@ def test_the_key_changes_with_each_input_and_says_what(tmp_path, monkeypatch):
         "OMP_NUM_THREADS)"
     }
     assert what_changed(None, before["data"]) == "it carries no input key"
+
+
+def test_the_benchmark_beside_the_package_enters_the_key(tmp_path, monkeypatch):
+    # the Performance page runs benchmarks/, which is not installed: its modules and
+    # the attnbook modules they import are inputs of the page
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    root = tmp_path / "book"
+    _tree(root)
+    files = {
+        "benchmarks/__init__.py": "",
+        "benchmarks/timing.py": "import attnbook.theory",
+    }
+    _package(root, files)
+    page = root / "performance.ipynb"
+    cell = nbformat.v4.new_code_cell("from benchmarks import timing")
+    page.write_text(json.dumps(_nb(cell)))
+    before = input_keys([page], root)["performance"]
+    assert {"benchmarks/timing.py", "attnbook/theory.py"} <= set(
+        before["parts"]["attnbook"]
+    )
+    (root / "benchmarks" / "timing.py").write_text("import attnbook.theory  # edited\n")
+    now = input_keys([page], root)["performance"]
+    assert "benchmarks/timing.py" in what_changed(before, now)

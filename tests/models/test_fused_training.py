@@ -247,7 +247,7 @@ def test_step_sizes_per_group_as_train_curve_uses_them(kind):
 
 
 def test_step_table_reports_the_three_steps():
-    from attnbook.bench.step import minimum_step_bytes, step_lines, step_table
+    from benchmarks.step import minimum_step_bytes, step_lines, step_table
 
     _, counts, y = _corpus(torch.float32)
     table = step_table(counts, y, dim=16, bandwidth=1e10, repeats=2)

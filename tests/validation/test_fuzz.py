@@ -31,7 +31,6 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnbook.bench.cli import main as bench_main
 from attnbook.engine.counts import TokenCounts, as_token_counts
 from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.experiments.extensions import (
@@ -77,15 +76,13 @@ from attnbook.models.two_layer import (
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.one_step import (
     class_signed_frequency,
-    first_order_coefficients,
     one_gradient_step,
     one_gradient_step_multiclass,
     one_step_coefficients,
     predicted_class_alignment,
-    predicted_cls_alignment,
-    predicted_value_alignment,
 )
-from attnbook.theory.one_step_check import loglog_slope, pearson, predicted_pearson
+from attnbook.theory.one_step_check import pearson, predicted_pearson
+from benchmarks.cli import main as bench_main
 
 FUZZ = settings(
     max_examples=40,
@@ -396,11 +393,6 @@ MODEL_ENTRY_POINTS = {
         ("E", "p", "v", "data", "y"),
         True,
     ),
-    "first_order_coefficients": (
-        lambda c, a: first_order_coefficients(a["E"], a["p"], a["v"], c.data, c.y),
-        ("E", "p", "v", "data", "y"),
-        True,
-    ),
     "one_gradient_step": (
         lambda c, a: one_gradient_step(_params(c, a), c.data, c.y, 0.5),
         ("E", "p", "v", "data", "y"),
@@ -429,15 +421,6 @@ MODEL_ENTRY_POINTS = {
         lambda c, a: class_signed_frequency(c.data, c.classes, c.K, c.V),
         ("data", "classes"),
         True,
-    ),
-    "predicted alignments": (
-        lambda c, a: (
-            predicted_value_alignment(c.y, a["v"], 0.5),
-            predicted_cls_alignment(c.y, a["v"], a["p"], 0.5),
-        ),
-        ("p", "v"),
-        True,
-        LOOSE,
     ),
     "predicted_class_alignment": (
         lambda c, a: predicted_class_alignment(
@@ -649,19 +632,6 @@ def test_statistics(x, y, n_bins):
     if not same:
         for fn in (spearman, bin_statistics):
             outcome(fn.__name__, lambda fn=fn: fn(xs, ys), False)
-    fx, fy = _reals(xs), _reals(ys)  # loglog_slope flattens its arguments
-    positive = (
-        fx is not None
-        and fy is not None
-        and fx.shape == fy.shape
-        and fx.size >= 2
-        and np.isfinite(np.r_[fx, fy]).all()
-        and (np.r_[fx, fy] > 0).all()
-        and np.unique(fx).size > 1
-    )
-    outcome("loglog_slope", lambda: loglog_slope(xs, ys), positive)
-    if same and np.unique(np.exp(xs)).size > 1:
-        outcome("loglog_slope", lambda: loglog_slope(np.exp(xs), np.exp(ys)), True)
     flat = _reals(xs)  # predicted_pearson flattens its argument
     outcome(
         "predicted_pearson",

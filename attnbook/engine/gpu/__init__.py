@@ -10,7 +10,7 @@
   from a CUDA graph.
 
 Nothing on the CPU path imports this package (``import attnbook.engine`` does not): the
-benchmark imports it for ``--device cuda`` (:mod:`attnbook.bench.gpu`), and the tests
+benchmark imports it for ``--device cuda`` (:mod:`benchmarks.gpu`), and the tests
 run its torch form and its Triton kernels on the CPU. Layer: the engine's; it imports
 only torch, Triton where it is installed, and :mod:`attnbook.engine`.
 """

@@ -284,7 +284,7 @@ def scores(E: torch.Tensor, PW: torch.Tensor) -> torch.Tensor:
         except Exception as err:  # any failure to build or launch
             _triton_failed(err)
     if E.device.type == "cpu":
-        return kernels.scores_unchecked(E, PW).t()
+        return kernels.scores(E, PW, check_input=False).t()
     return torch.mm(PW, E.t())
 
 
@@ -302,9 +302,9 @@ def embedding_gradients(
     if need_dE:
         out = gradient_buffer(E)
         if E.device.type == "cpu":
-            dE = kernels.low_rank_unchecked(G, PW, out)
+            dE = kernels.low_rank(G, PW, out, check_input=False)
         else:  # one matrix product writes the (V, d) block once
             dE = torch.mm(G, PW, out=out)
     if need_PW:
-        dPW = kernels.weighted_rows_unchecked(E, G)
+        dPW = kernels.weighted_rows(E, G, check_input=False)
     return dE, dPW

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from attnbook.bench import gpu_report
+from benchmarks import gpu_report
 
 
 def _bench(name, t_grad, graph=None):

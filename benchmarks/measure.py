@@ -10,18 +10,6 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from attnbook.bench.timing import (
-    cache_evictor,
-    sync,
-    time_min,
-)
-from attnbook.bench.usual import (
-    engine_loss_and_grads,
-    relative_difference,
-    restrict_vocabulary,
-    usual_batches,
-    usual_loss_and_grads,
-)
 from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
 from attnbook.models import two_layer as tl
@@ -29,6 +17,18 @@ from attnbook.models.attention import count_attention_output
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS
+from benchmarks.timing import (
+    cache_evictor,
+    sync,
+    time_min,
+)
+from benchmarks.usual import (
+    engine_loss_and_grads,
+    relative_difference,
+    restrict_vocabulary,
+    usual_batches,
+    usual_loss_and_grads,
+)
 
 __all__ = [
     "init_benchmark_parameters",
@@ -181,23 +181,23 @@ def engine_passes(
     kernels.scores(E, PW), kernels.csr_times(A, X), kernels.csr_times(At, Y)
     kernels.low_rank(G, PW, out), kernels.weighted_rows(E, G)
     passes = [
-        ("scores E [p, v]", e_bytes, lambda: kernels.scores_unchecked(E, PW)),
+        ("scores E [p, v]", e_bytes, lambda: kernels.scores(E, PW, check_input=False)),
         (
             "counts A [u, u b]",
             csr_bytes + 4 * (n + 1),
-            lambda: kernels.csr_times_unchecked(A, X),
+            lambda: kernels.csr_times(A, X, check_input=False),
         ),
         (
             "counts A^T [r_D, r]",
             csr_bytes + 4 * (V + 1),
-            lambda: kernels.csr_times_unchecked(At, Y),
+            lambda: kernels.csr_times(At, Y, check_input=False),
         ),
         (
             "write dE = G [p, v]^T",
             e_bytes,
-            lambda: kernels.low_rank_unchecked(G, PW, out),
+            lambda: kernels.low_rank(G, PW, out, check_input=False),
         ),
-        ("E^T G", e_bytes, lambda: kernels.weighted_rows_unchecked(E, G)),
+        ("E^T G", e_bytes, lambda: kernels.weighted_rows(E, G, check_input=False)),
     ]
     evict = cache_evictor(device)
     rows = []

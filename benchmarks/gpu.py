@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import torch
 
-from attnbook.bench.timing import time_min
-from attnbook.bench.usual import engine_loss_and_grads, relative_difference
 from attnbook.engine.counts import TokenCounts
 from attnbook.engine.gpu.attention import gpu_count_attention_output
 from attnbook.engine.gpu.graphed import GraphedGradient
@@ -31,6 +29,8 @@ from attnbook.engine.gpu.passes import (
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS
+from benchmarks.timing import time_min
+from benchmarks.usual import engine_loss_and_grads, relative_difference
 
 __all__ = ["gpu_engine_times", "LOSS_TOLERANCE", "GRADIENT_TOLERANCE"]
 

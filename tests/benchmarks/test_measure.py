@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from _ext.record_files import compare_records
-from attnbook.bench import measure, timing, usual
 from attnbook.engine.counts import TokenCounts
 from attnbook.models.attention import (
     count_attention_output,
     dense_attention_output,
 )
 from attnbook.models.losses import logistic_loss
+from benchmarks import measure, timing, usual
 
 from conftest import random_problem
 

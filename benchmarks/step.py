@@ -8,13 +8,13 @@ from typing import Callable
 
 import torch
 
-from attnbook.bench.timing import time_min
 from attnbook.engine.counts import TokenCounts
 from attnbook.models.attention import count_attention_output
 from attnbook.models.fused_training import FusedOneLayerStep
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS, training_step
+from benchmarks.timing import time_min
 
 __all__ = ["minimum_step_bytes", "step_table", "step_lines"]
 

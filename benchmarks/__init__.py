@@ -1,6 +1,6 @@
 """Benchmark of the count engine against the usual padded implementation.
 
-Run ``python -m attnbook.bench`` (full IMDB train split, ``d = 2048``; ``--help`` for
+Run ``python -m benchmarks`` (full IMDB train split, ``d = 2048``; ``--help`` for
 options). In one run it
 
 1. prepares the training split with the vocabulary and encoding rules of
@@ -33,13 +33,13 @@ options). In one run it
 The last line printed is ``speedup=<ratio> bound_fraction=<fraction>``. Every time is
 the minimum over several repetitions: other programs on the machine only ever add time.
 
-Modules: :mod:`~attnbook.bench.usual` (the data and the padded implementation),
-:mod:`~attnbook.bench.timing` (timers and the bandwidth bound),
-:mod:`~attnbook.bench.measure`
-(the measurements), :mod:`~attnbook.bench.gpu` (the engine's GPU form,
+Modules: :mod:`~benchmarks.usual` (the data and the padded implementation),
+:mod:`~benchmarks.timing` (timers and the bandwidth bound),
+:mod:`~benchmarks.measure`
+(the measurements), :mod:`~benchmarks.gpu` (the engine's GPU form,
 :mod:`attnbook.engine.gpu`, eager and in a CUDA graph; imported only for ``--device
-cuda``), :mod:`~attnbook.bench.gpu_report` (the GPU
+cuda``), :mod:`~benchmarks.gpu_report` (the GPU
 measurements of ``scripts/gpu_check.py`` as the Performance page's tables),
-:mod:`~attnbook.bench.cli` (the command line). The benchmark is the top layer: it may
+:mod:`~benchmarks.cli` (the command line). The benchmark is the top layer: it may
 import every other subpackage; nothing imports it.
 """

@@ -1,4 +1,4 @@
-"""``python -m attnbook.bench``: the command line of the benchmark."""
+"""``python -m benchmarks``: the command line of the benchmark."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from attnbook.bench.measure import (
+from attnbook.data.reviews import DatasetUnavailableError
+from attnbook.engine import kernels
+from attnbook.runtime import cpu_name, default_device
+from benchmarks.measure import (
     backend_times,
     compare_implementations,
     engine_passes,
@@ -20,12 +23,9 @@ from attnbook.bench.measure import (
     scaling_table,
     two_layer_comparison,
 )
-from attnbook.bench.step import step_lines, step_table
-from attnbook.bench.timing import copy_bandwidth, minimum_bytes
-from attnbook.bench.usual import prepare
-from attnbook.data.reviews import DatasetUnavailableError
-from attnbook.engine import kernels
-from attnbook.runtime import cpu_name, default_device
+from benchmarks.step import step_lines, step_table
+from benchmarks.timing import copy_bandwidth, minimum_bytes
+from benchmarks.usual import prepare
 
 __all__ = ["main", "write_json"]
 
@@ -99,7 +99,7 @@ def write_json(results: dict[str, object], path: str) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     """Run the benchmark (see the module docstring); returns the measured numbers."""
     ap = argparse.ArgumentParser(
-        prog="python -m attnbook.bench",
+        prog="python -m benchmarks",
         description="Benchmark of the count engine against the usual padded "
         "implementation.",
     )
@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
 
     gpu = None
     if device.type == "cuda":
-        from attnbook.bench.gpu import gpu_engine_times  # the GPU form, only on CUDA
+        from benchmarks.gpu import gpu_engine_times  # the GPU form, only on CUDA
 
         try:
             gpu = gpu_engine_times(counts, y, dim=d, repeats=args.repeats)
