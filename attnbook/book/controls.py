@@ -171,6 +171,7 @@ def trend_checks(
     result: str | None = None,
     reading: str = "paper",
     what: Mapping[str, str] | None = None,
+    seed_spread: bool = False,
 ):
     """:func:`check_trend` with the claim, result and reading set once for a block of
     checks on ``trends``, so that each check is one line::
@@ -179,12 +180,16 @@ def trend_checks(
         c7("rho_v_low", "E_s·v against I", "heldout")
 
     ``what`` maps a check's name to its description in words; a call may override any
-    shared keyword, or pass ``asserted=False``."""
+    shared keyword, or pass ``asserted=False``. With ``seed_spread``, each check
+    records as its spread the range of its statistic over the real-label
+    initialisations (:meth:`ControlledTrend.seed_range`) unless the call passes one."""
     shared = dict(claim=claim, result=result, reading=reading)
     described = dict(what or {})
 
     def block_check(name: str, trend: str, statistic: str, **keywords) -> float:
         keywords.setdefault("what", described.get(name))
+        if seed_spread:
+            keywords.setdefault("spread", trends[trend].seed_range(statistic))
         return check_trend(name, trends[trend], statistic, **{**shared, **keywords})
 
     return block_check

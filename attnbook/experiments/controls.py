@@ -201,6 +201,11 @@ class ControlledTrend:
         """The statistic over the runs of one kind."""
         return self.runs.loc[kind, statistic].to_numpy(dtype=np.float64)
 
+    def seed_range(self, statistic: str) -> float:
+        """The range of the statistic over the real-label initialisations: how far it
+        moves from one initialisation to another (a check's spread)."""
+        return float(np.ptp(self.values("labels", statistic)))
+
     def margin(self, statistic: str = "heldout_partial") -> float:
         """The smallest real-label value minus the control's threshold (positive:
         every initialisation clears it)."""

@@ -178,11 +178,14 @@ def mlp_trainer(
     steps: int,
     lr: float,
     device: torch.device | str = "cpu",
+    linear: bool = True,
 ) -> TrainFunction:
     """The MLP head of width ``dim`` and, from the same ``E``, ``p``, ``v``, the linear
     model, both with the same budget. Scores ``E.v``, ``E.p``, ``g`` (the single-token
     output) of the MLP model, ``linear E.v`` and ``linear E.p``; metrics ``train
-    accuracy``, ``test accuracy`` (MLP) and ``linear test accuracy``."""
+    accuracy``, ``test accuracy`` (MLP) and ``linear test accuracy``. With
+    ``linear=False`` the MLP model alone (no ``linear`` scores or metric): the MLP
+    model's numbers are the same either way."""
     train, test = train.to(device), test.to(device)
     train_index, test_index = PooledIndex.build(train), PooledIndex.build(test)
     y_test = _signed(test_labels, device)
@@ -194,16 +197,15 @@ def mlp_trainer(
             generator=torch.Generator().manual_seed(seed),
             device=device,
         )
-        linear = {k: mlp[k].detach().clone().requires_grad_() for k in ("E", "p", "v")}
+        lin = {k: mlp[k].detach().clone().requires_grad_() for k in ("E", "p", "v")}
 
         def scores() -> dict[str, np.ndarray]:
             with torch.no_grad():
-                return {
-                    **_one_layer_scores(mlp),
-                    "g": _np(token_value_scores(mlp)),
-                    "linear E.v": _np(linear["E"] @ linear["v"]),
-                    "linear E.p": _np(linear["E"] @ linear["p"]),
-                }
+                out = {**_one_layer_scores(mlp), "g": _np(token_value_scores(mlp))}
+                if linear:
+                    out["linear E.v"] = _np(lin["E"] @ lin["v"])
+                    out["linear E.p"] = _np(lin["E"] @ lin["p"])
+                return out
 
         initial = scores()
         y = _signed(labels, device)
@@ -215,20 +217,21 @@ def mlp_trainer(
             steps=steps,
             lr=lr,
         )
-        fit(linear, binary_loss_closure(linear, train, y), steps=steps, lr=lr)
 
-        def lin(counts):
-            return count_attention_output(linear["E"], linear["p"], linear["v"], counts)
+        def out(index: PooledIndex) -> torch.Tensor:
+            return mlp_attention_output(mlp, index)
 
         metrics = {
-            "train accuracy": _binary_accuracy(
-                lambda i: mlp_attention_output(mlp, i), train_index, y
-            ),
-            "test accuracy": _binary_accuracy(
-                lambda i: mlp_attention_output(mlp, i), test_index, y_test
-            ),
-            "linear test accuracy": _binary_accuracy(lin, test, y_test),
+            "train accuracy": _binary_accuracy(out, train_index, y),
+            "test accuracy": _binary_accuracy(out, test_index, y_test),
         }
+        if linear:
+            fit(lin, binary_loss_closure(lin, train, y), steps=steps, lr=lr)
+
+            def lin_out(counts):
+                return count_attention_output(lin["E"], lin["p"], lin["v"], counts)
+
+            metrics["linear test accuracy"] = _binary_accuracy(lin_out, test, y_test)
         return scores(), initial, metrics
 
     return run

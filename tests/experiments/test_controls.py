@@ -181,6 +181,13 @@ def test_trainers_runs_trend_and_tables():
     assert list(table.index) == [("E.v", "ρ"), ("E.v", "partial ρ")]
     assert "threshold" in table.columns
     assert set(metric_table(runs).index) == {"labels", "shuffled"}
+    mlp_alone = mlp_trainer(train, test, y_test, **kw, linear=False)(3, y)
+    with_linear = mlp_trainer(train, test, y_test, **kw)(3, y)
+    assert set(mlp_alone[0]) == {"E.v", "E.p", "g"}
+    assert set(mlp_alone[2]) == {"train accuracy", "test accuracy"}
+    for name, score in mlp_alone[0].items():  # the MLP's numbers, bit for bit
+        assert np.array_equal(score, with_linear[0][name])
+    assert mlp_alone[2]["test accuracy"] == with_linear[2]["test accuracy"]
     for trainer, names in (
         (mlp_trainer(train, test, y_test, **kw), {"E.v", "E.p", "g", "linear E.v"}),
         (two_layer_trainer(train, test, y_test, **kw), {"E.v", "E.q", "E.p"}),
@@ -267,6 +274,23 @@ def test_a_block_of_trend_checks_shares_claim_result_and_words():
     check_initial("i", trends, claim="C7a", result="conj-x")
     assert records.CHECKS[-1].what == INITIAL_WHAT
     assert records.CHECKS[-1].result == "conj-x"
+    assert t.spread is None and records.CHECKS[-1].spread is None
+
+
+def test_trend_checks_record_the_range_over_initialisations_as_spread():
+    from attnbook.book import records
+    from attnbook.book.controls import trend_checks
+
+    records.start_record("controls_spread")
+    trends = {"a": _trend()}
+    values = trends["a"].values("labels", "heldout_partial")
+    assert trends["a"].seed_range("heldout_partial") == values.max() - values.min()
+    c7 = trend_checks(trends, claim="C7a", seed_spread=True)
+    c7("s", "a", "heldout_partial")
+    c7("r", "a", "heldout", spread=0.5, asserted=False)
+    s, r = records.CHECKS[-2:]
+    assert s.spread == pytest.approx(trends["a"].seed_range("heldout_partial"))
+    assert s.spread > 0 and r.spread == 0.5 and not r.asserted
 
 
 def test_heldout_measures_leave_out_rare_tokens():
