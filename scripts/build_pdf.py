@@ -641,7 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     size = sum(p.stat().st_size for p in args.out.glob("*.pdf"))
     print(
         f"[attnbook] PDF: {book} and {len(titles)} page PDFs ({size / 2**20:.1f} MB in "
-        f"all; {len(printed)} page(s) printed, the others unchanged"
+        f"all; printed: {', '.join(pdf_name(p) for p in printed) or 'none'}, the "
+        "others unchanged"
         f"{', the book merged again' if merged else ', the book unchanged'}) in "
         f"{time.perf_counter() - t0:.0f} s, published in {published}"
     )

@@ -3,7 +3,8 @@ its PDF.
 
 A page's digest covers what its print depends on: the bytes of its HTML file, of every
 file of the build that the page loads (style sheets, scripts, images: the ``src`` and
-``href`` of the page that name a file of the build other than an HTML page), and the
+``href`` of the page that name a file of the build other than an HTML page or the search
+index, which every page loads and every edit of any page changes), and the
 printing itself (``print_key``: the source of the printing scripts, the Chromium used,
 the address the links are published at). ``scripts/build_pdf.py`` keeps the digests,
 the pages' titles and notes in ``<out>/pages.json`` and the unnumbered print of every
@@ -20,6 +21,9 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 MANIFEST = "pages.json"
+#: Files a page loads that do not change its print: the search index (every page
+#: loads it, and an edit of any page changes it).
+NOT_PRINTED = frozenset({"searchindex.js"})
 PARTS = ".parts"
 #: ``src="..."`` and ``href="..."`` attributes of a page.
 _REFERENCE = re.compile(r"""\b(?:src|href)\s*=\s*["']([^"'#?]+)""")
@@ -28,7 +32,7 @@ _REFERENCE = re.compile(r"""\b(?:src|href)\s*=\s*["']([^"'#?]+)""")
 def loaded_files(html_dir: Path, page: str) -> list[Path]:
     """The files of the build ``html_dir`` that the page ``page`` (a path relative to
     it, ``chapters/01_setup.html``) loads, sorted: every relative ``src`` or ``href``
-    naming an existing file that is not an HTML page."""
+    naming an existing file that is not an HTML page nor in :data:`NOT_PRINTED`."""
     path = html_dir / page
     root = html_dir.resolve()
     found = set()
@@ -37,7 +41,11 @@ def loaded_files(html_dir: Path, page: str) -> list[Path]:
         if parts.scheme or parts.netloc or target.endswith((".html", "/")):
             continue
         file = (path.parent / unquote(parts.path)).resolve()
-        if file.is_file() and file.is_relative_to(root):
+        if (
+            file.is_file()
+            and file.is_relative_to(root)
+            and file.name not in NOT_PRINTED
+        ):
             found.add(file)
     return sorted(found)
 

@@ -88,9 +88,20 @@ def kind_of(where: str, library: bool = False) -> str:
     return "other (interpreter, cell code)"
 
 
+IMPORTS = ("", 0, "imports")
+
+
+def _imports(func: tuple[str, int, str]) -> bool:
+    """Whether ``func`` is the import machinery or a library module's top level."""
+    path, _, name = func
+    return path.startswith("<frozen importlib") or (
+        name == "<module>" and path.endswith(".py") and "ipykernel" not in path
+    )
+
+
 def time_by_kind(stats: dict) -> dict[str, float]:
     """Seconds of each kind of work: every function's own time charged to the nearest
-    attnbook function above it in the call graph (shared among callers in proportion
+    attnbook function or import above it in the call graph (shared among callers in proportion
     to the time spent under each), then told by :func:`kind_of`."""
     anchors: dict = {}
 
@@ -99,6 +110,8 @@ def time_by_kind(stats: dict) -> dict[str, float]:
             return anchors[func]
         if "/attnbook/" in func[0]:
             return {func: 1.0}
+        if _imports(func):
+            return {IMPORTS: 1.0}
         callers = stats[func][4] if func in stats else {}
         weights = {c: v[3] for c, v in callers.items() if c not in seen and v[3] > 0}
         total = sum(weights.values())
@@ -115,9 +128,10 @@ def time_by_kind(stats: dict) -> dict[str, float]:
     kinds: dict[str, float] = {}
     for func, (_, _, own, _, _) in stats.items():
         for a, share in anchor(func, frozenset()).items():
-            kind = (
-                kind_of(_where(func), library=True) if a is None else kind_of(_where(a))
-            )
+            if a is None:
+                kind = kind_of(_where(func), library=True)
+            else:
+                kind = "imports" if a is IMPORTS else kind_of(_where(a))
             kinds[kind] = kinds.get(kind, 0.0) + own * share
     return dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
 

@@ -20,7 +20,7 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8">
 <link rel="canonical" href="https://example.org/book/page.html"></head>
 <body><article class="bd-article"><h1>{title}</h1><p>{text}</p>
 <img src="_images/{image}"><a href="{other}">the other page</a></article>
-</body></html>"""
+<script src="searchindex.js"></script></body></html>"""
 
 
 def _book(folder, text_a="First words.", text_b="Second words."):
@@ -28,6 +28,7 @@ def _book(folder, text_a="First words.", text_b="Second words."):
     (folder / "_static").mkdir(parents=True, exist_ok=True)
     (folder / "_images").mkdir(exist_ok=True)
     (folder / "_static" / "book.css").write_text("body { color: #222; }")
+    (folder / "searchindex.js").write_text(f"Search.setIndex({text_a!r}, {text_b!r})")
     for name, image in (("a", "fa.png"), ("b", "fb.png")):
         (folder / "_images" / image).write_bytes(b"not really a png " + name.encode())
     (folder / "a.html").write_text(
