@@ -16,6 +16,12 @@ Written to ``<out>`` (default ``_build/pdf``):
   in reading order, with bookmarks for the parts and chapters; a link to another page of
   the book becomes a link inside the PDF (to that page's first page).
 
+A page is printed again only when it changed since the last print into ``<out>``
+(``scripts/pdf_reuse.py``: a digest of its HTML, the files it loads and the printing
+itself, kept in ``<out>/pages.json`` with the unnumbered print in ``<out>/.parts/``), and
+the whole book is merged again only when one of its pages or titles changed; so an edit
+of one chapter's prose prints that chapter's PDF alone. ``--all`` prints every page.
+
 The PDFs are copied into ``<html>/pdf/``, where each HTML page's download menu and the
 landing page link them (``_ext.page_assets``), so that the published book
 carries them. A page that shows a MathJax error or raw TeX stops the build.
@@ -25,7 +31,7 @@ that says how to install one or to build without the PDFs (``ATTNBOOK_PDF=0``);
 ``--check-chromium`` makes only that check (``scripts/build-book.sh`` does, before it
 executes the chapters).
 
-Usage: ``python scripts/build_pdf.py [HTML_DIR] [--out DIR] [--check-chromium]``.
+Usage: ``python scripts/build_pdf.py [HTML_DIR] [--out DIR] [--all] [--check-chromium]``.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import date
 from pathlib import Path
 
+import pdf_reuse
 import yaml
 from check_browser import (
     CHROMIUM_ARGS,
@@ -202,7 +209,7 @@ def _print_group(base_url: str, pages: list[str], out: str, site: str) -> dict:
                 tab.add_style_tag(content=PRINT_CSS)
                 tab.emulate_media(media="print")
                 found["notes"] += [
-                    f"{page}: {w} wider than the paper" for w in tab.evaluate(_TOO_WIDE)
+                    (page, f"{w} wider than the paper") for w in tab.evaluate(_TOO_WIDE)
                 ]
                 title = found["titles"][page] = tab.evaluate(_TITLE)
                 path = Path(out) / pdf_name(page)
@@ -229,10 +236,16 @@ def _print_group(base_url: str, pages: list[str], out: str, site: str) -> dict:
 
 
 def print_pages(
-    html_dir: Path, pages: list[str], out: Path, site: str, jobs: int = 2
+    html_dir: Path,
+    pages: list[str],
+    out: Path,
+    site: str,
+    jobs: int = 2,
+    notes: dict[str, list[str]] | None = None,
 ) -> dict[str, str]:
     """Print every page to ``out/<pdf_name>`` (``jobs`` browsers side by side), its
-    links to the book pointing at ``site``; returns each page's title. Raises
+    links to the book pointing at ``site``; returns each page's title, and puts the
+    notes on each page (a box wider than the paper) into ``notes``. Raises
     ``RuntimeError`` naming the page for a MathJax error or formulas left as raw TeX."""
     groups = [pages[i::jobs] for i in range(jobs)]
     titles: dict[str, str] = {}
@@ -256,8 +269,10 @@ def print_pages(
         titles.update(found["titles"])
         problems += found["problems"]
         refused += found["refused"]
-        for note in found["notes"]:
-            print(f"[attnbook] PDF note: {note}", flush=True)
+        for page, note in found["notes"]:
+            print(f"[attnbook] PDF note: {page}: {note}", flush=True)
+            if notes is not None:
+                notes.setdefault(page, []).append(note)
     if refused:
         problems.append(f"requests outside the book: {sorted(set(refused))[:5]}")
     if problems:
@@ -525,6 +540,63 @@ def chromium_problem() -> str | None:
     )
 
 
+def _print_changed(
+    html_dir: Path, out: Path, parts: list[Part], site: str
+) -> tuple[dict[str, str], list[str], bool]:
+    """Print the pages of ``parts`` whose digest changed (:mod:`pdf_reuse`) into
+    ``out/.parts``, number them into ``out``, merge the book again when a part or a
+    title changed, and keep the digests; returns every page's title, the pages
+    printed, and whether the book was merged. Raises ``RuntimeError`` as
+    :func:`print_pages`."""
+    pages = [p for _, ps in parts for p, _ in ps]
+    key = pdf_reuse.print_key(
+        [Path(__file__), Path(__file__).with_name("check_browser.py")],
+        find_chromium(),
+        site,
+    )
+    digests = {page: pdf_reuse.page_digest(html_dir, page, key) for page in pages}
+    manifest = pdf_reuse.load_manifest(out)
+    changed = pdf_reuse.pages_to_print(out, digests, manifest, pdf_name)
+    known = manifest["pages"]
+    staged = out / pdf_reuse.PARTS
+    staged.mkdir(parents=True, exist_ok=True)
+    titles: dict[str, str] = {}
+    notes: dict[str, list[str]] = {}
+    if changed:
+        jobs = max(1, min(2, len(os.sched_getaffinity(0)), len(changed)))
+        titles = print_pages(html_dir, changed, staged, site, jobs, notes)
+        for page in changed:
+            shutil.copyfile(staged / pdf_name(page), out / pdf_name(page))
+        number_page_pdfs(out, changed)
+    for page in pages:
+        if page not in changed:
+            titles[page] = known[page]["title"]
+            notes[page] = known[page].get("notes", [])
+            for note in notes[page]:
+                print(f"[attnbook] PDF note: {page}: {note}", flush=True)
+    book = pdf_reuse.book_digest(parts, titles, digests)
+    merged = manifest.get("book") != book or not (out / BOOK_PDF).is_file()
+    if merged:
+        build_book_pdf(staged, parts, titles, site).replace(out / BOOK_PDF)
+    manifest = {
+        "pages": {
+            page: {
+                "digest": digests[page],
+                "title": titles[page],
+                "notes": notes.get(page, []),
+            }
+            for page in pages
+        },
+        "book": book,
+    }
+    pdf_reuse.save_manifest(out, manifest)
+    names = {pdf_name(page) for page in pages} | {BOOK_PDF}
+    for stale in [*out.glob("*.pdf"), *staged.glob("*.pdf")]:
+        if stale.name not in names:
+            stale.unlink()
+    return titles, changed, merged
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -536,6 +608,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only check that a Chromium to print with is there",
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="print every page, also those whose print is unchanged",
+    )
     args = parser.parse_args(argv)
     problem = chromium_problem()
     if problem is not None:
@@ -544,25 +621,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_chromium:
         return 0
     t0 = time.perf_counter()
-    shutil.rmtree(args.out, ignore_errors=True)
-    args.out.mkdir(parents=True)
+    if args.all:
+        shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     parts = toc_parts()
-    pages = [p for _, ps in parts for p, _ in ps]
     try:
-        jobs = max(1, min(2, len(os.sched_getaffinity(0))))
-        titles = print_pages(args.html_dir, pages, args.out, site_url(), jobs)
+        titles, printed, merged = _print_changed(
+            args.html_dir, args.out, parts, site_url()
+        )
     except RuntimeError as err:
         print(f"[attnbook] {err}", file=sys.stderr)
         return 1
-    book = build_book_pdf(args.out, parts, titles, site_url())
-    number_page_pdfs(args.out, pages)
+    book = args.out / BOOK_PDF
     published = args.html_dir / "pdf"
     shutil.rmtree(published, ignore_errors=True)
-    shutil.copytree(args.out, published)
+    published.mkdir(parents=True)
+    for pdf in args.out.glob("*.pdf"):
+        shutil.copyfile(pdf, published / pdf.name)
     size = sum(p.stat().st_size for p in args.out.glob("*.pdf"))
     print(
-        f"[attnbook] PDF: {book} and {len(pages)} page PDFs ({size / 2**20:.1f} MB in "
-        f"all) in {time.perf_counter() - t0:.0f} s, published in {published}"
+        f"[attnbook] PDF: {book} and {len(titles)} page PDFs ({size / 2**20:.1f} MB in "
+        f"all; printed: {', '.join(pdf_name(p) for p in printed) or 'none'}, the "
+        "others unchanged"
+        f"{', the book merged again' if merged else ', the book unchanged'}) in "
+        f"{time.perf_counter() - t0:.0f} s, published in {published}"
     )
     return 0
 

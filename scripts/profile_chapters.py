@@ -2,6 +2,7 @@
 process, in an IPython shell (magics and displays as in a kernel), without records.
 
     python scripts/profile_chapters.py 04_real_data 04a_paper_protocol --table
+    python scripts/profile_chapters.py --all --table  # every chapter, one by one
 
 For each chapter it writes ``<out>/<chapter>.prof`` (``pstats``) and
 ``<out>/<chapter>.json``: the wall time, and the functions of attnbook (and of torch,
@@ -44,6 +45,100 @@ def _where(func: tuple[str, int, str]) -> str:
     if "site-packages/" in path:
         return f"{path.split('site-packages/')[1]}:{line} {name}"
     return f"{Path(path).name}:{line} {name}" if path != "~" else name
+
+
+#: Kinds of work, by where the attnbook function charged is (first match); own time
+#: charged to no attnbook function is told by its own module (:data:`LIBRARY_KINDS`).
+KINDS: list[tuple[str, str]] = [
+    ("<module>", "imports"),
+    ("attnbook/engine/", "count engine (compiled passes)"),
+    ("attnbook/models/count_engine.py", "count engine (compiled passes)"),
+    ("attnbook/models/fused_training.py", "count engine (compiled passes)"),
+    ("attnbook/models/", "training step (torch, optimiser)"),
+    ("attnbook/data/", "corpus (load, tokenize, encode)"),
+    ("attnbook/experiments/robustness.py", "corpus (load, tokenize, encode)"),
+    ("attnbook/theory/flow", "flow integration"),
+    ("attnbook/theory/max_margin.py", "max-margin programs"),
+    ("attnbook/theory/", "theory (one step, frequencies, maps)"),
+    ("attnbook/book/", "figures, tables, checks, records"),
+    ("attnbook/bench/", "timed benchmark runs"),
+    ("attnbook/experiments/", "experiment loops (evaluation, curves)"),
+    ("attnbook/", "other attnbook"),
+]
+LIBRARY_KINDS: list[tuple[str, str]] = [
+    ("<frozen importlib", "imports"),
+    ("marshal.loads", "imports"),
+    ("matplotlib/", "figures, tables, checks, records"),
+    ("PIL/", "figures, tables, checks, records"),
+    ("IPython/", "figures, tables, checks, records"),
+    ("cvxpy/", "max-margin programs"),
+    ("torch/", "cell code (torch)"),
+    ("numpy/", "cell code (numpy)"),
+]
+
+
+def kind_of(where: str, library: bool = False) -> str:
+    """The kind of work of a function (a ``_where`` string): for an attnbook function
+    by :data:`KINDS`, for another (``library``) by :data:`LIBRARY_KINDS`."""
+    for prefix, kind in LIBRARY_KINDS if library else KINDS:
+        if (library and prefix in where) or (
+            not library and (where.startswith(prefix) or where.endswith(prefix))
+        ):
+            return kind
+    return "other (interpreter, cell code)"
+
+
+IMPORTS = ("", 0, "imports")
+
+
+def _imports(func: tuple[str, int, str]) -> bool:
+    """Whether ``func`` is the import machinery or a library module's top level."""
+    path, _, name = func
+    return path.startswith("<frozen importlib") or (
+        name == "<module>" and path.endswith(".py") and "ipykernel" not in path
+    )
+
+
+def time_by_kind(stats: dict) -> dict[str, float]:
+    """Seconds of each kind of work: every function's own time charged to the nearest
+    attnbook function or import above it in the call graph (shared among callers in proportion
+    to the time spent under each), then told by :func:`kind_of`."""
+    anchors: dict = {}
+
+    def anchor(func, seen: frozenset) -> dict:
+        if func in anchors:
+            return anchors[func]
+        if "/attnbook/" in func[0]:
+            return {func: 1.0}
+        if _imports(func):
+            return {IMPORTS: 1.0}
+        callers = stats[func][4] if func in stats else {}
+        weights = {c: v[3] for c, v in callers.items() if c not in seen and v[3] > 0}
+        total = sum(weights.values())
+        if not total:
+            return {None: 1.0}
+        found: dict = {}
+        for c, w in weights.items():
+            for a, share in anchor(c, seen | {func}).items():
+                found[a] = found.get(a, 0.0) + share * w / total
+        anchors[func] = found  # a cycle is cut where it was first entered
+        return found
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
+    kinds: dict[str, float] = {}
+    for func, (_, _, own, _, _) in stats.items():
+        for a, share in anchor(func, frozenset()).items():
+            if a is None:
+                kind = kind_of(_where(func), library=True)
+            else:
+                kind = "imports" if a is IMPORTS else kind_of(_where(a))
+            kinds[kind] = kinds.get(kind, 0.0) + own * share
+    return dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
+
+
+def chapter_names() -> list[str]:
+    """Every chapter of the book, by its notebook's name."""
+    return sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
 
 
 def profile(chapter: str, out: Path) -> dict:
@@ -89,6 +184,7 @@ def profile(chapter: str, out: Path) -> dict:
             (r for r in rows if r["where"].startswith("attnbook/")),
             key=lambda r: -r["cum_s"],
         )[:60],
+        "kinds_s": {k: round(v, 2) for k, v in time_by_kind(stats).items()},
     }
     (out / f"{chapter}.json").write_text(json.dumps(summary, indent=1))
     return summary
@@ -114,9 +210,9 @@ def largest_costs(summary: dict, n: int = 4) -> list[dict]:
 def table(out: Path) -> str:
     """A Markdown table of every profiled chapter's largest costs."""
     lines = [
-        "| chapter | profiled wall (s) | largest costs (cumulative s, share) | "
-        "largest own time |",
-        "|---|---:|---|---|",
+        "| chapter | profiled wall (s) | time by kind of work (s, share) | "
+        "largest costs (cumulative s, share) | largest own time |",
+        "|---|---:|---|---|---|",
     ]
     for path in sorted(out.glob("*.json")):
         summary = json.loads(path.read_text())
@@ -126,9 +222,14 @@ def table(out: Path) -> str:
             f"{r['cum_s']:.1f} s, {r['cum_s'] / wall:.0%}"
             for r in largest_costs(summary)
         )
+        kinds = "; ".join(
+            f"{kind} {seconds:.1f} s, {seconds / wall:.0%}"
+            for kind, seconds in summary.get("kinds_s", {}).items()
+            if seconds >= 0.02 * wall
+        )
         own = summary["by_own"][0]
         lines.append(
-            f"| {summary['chapter']} | {wall:.1f} | {costs} | "
+            f"| {summary['chapter']} | {wall:.1f} | {kinds} | {costs} | "
             f"`{own['where']}` {own['own_s']:.1f} s |"
         )
     return "\n".join(lines)
@@ -139,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", nargs="*", metavar="CHAPTER")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "profile")
     parser.add_argument("--table", action="store_true")
+    parser.add_argument(
+        "--all", action="store_true", help="profile every chapter of chapters/"
+    )
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     out = args.out.resolve()
@@ -146,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         for chapter in args.chapters:
             profile(chapter, out)
         return 0
-    for chapter in args.chapters:  # one process per chapter: no state carried over
+    chapters = chapter_names() if args.all else args.chapters
+    for chapter in chapters:  # one process per chapter: no state carried over
         t = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, __file__, "--in-process", "--out", str(out), chapter]
