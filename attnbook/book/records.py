@@ -184,11 +184,11 @@ def _plain(value: Any) -> Any:
 def glue(name: str, value: object, *, volatile: bool = False) -> None:
     """Make ``value`` available to ``{glue:text}`name``` in this notebook and record it.
 
-    Outside the book build (Colab, plain Jupyter) MyST-NB is usually absent and only the
-    record is kept. ``volatile=True`` marks a value that legitimately differs between
-    two executions (a measured time); the comparison of two executions
-    (``_ext.record_files.compare_records``) then checks that it is present but not
-    its value.
+    In IPython the value goes into the cell's output in the form MyST-NB's glue reads
+    (:func:`_display_glued`); elsewhere only the record is kept. ``volatile=True``
+    marks a value that legitimately differs between two executions (a measured
+    time); the comparison of two executions (``_ext.record_files.compare_records``)
+    then checks that it is present but not its value.
     """
     if not isinstance(name, str) or not name:
         raise ValueError("glue name must be a non-empty string")
@@ -198,11 +198,31 @@ def glue(name: str, value: object, *, volatile: bool = False) -> None:
         value = value.item()  # numpy / torch scalars render as plain numbers
     GLUED[name] = _plain(value)
     _write_record()
+    _display_glued(name, value)
+
+
+GLUE_PREFIX = "application/papermill.record/"
+"""The MIME prefix under which MyST-NB finds a glued value (``myst_nb.ext.glue``)."""
+
+
+def _display_glued(name: str, value: Any) -> None:
+    """Put ``value`` in the cell's output as MyST-NB's ``glue(name, value,
+    display=False)`` does: its display formats under :data:`GLUE_PREFIX`, named in the
+    ``scrapbook`` metadata. Written here rather than imported: importing MyST-NB's
+    glue loads ``nbformat`` and its schema validators (about 2.5 s per chapter).
+    Outside IPython nothing is displayed and only the record is kept."""
     try:
-        from myst_nb import glue as _glue
-    except ImportError:  # Colab and plain Jupyter: nothing to glue into
+        from IPython import get_ipython
+        from IPython.core.formatters import format_display_data
+        from IPython.display import display
+    except ImportError:
         return
-    _glue(name, value, display=False)
+    if get_ipython() is None:
+        return
+    bundle, metadata = format_display_data(value)
+    metadata["scrapbook"] = {"name": name, "mime_prefix": GLUE_PREFIX}
+    glued = {GLUE_PREFIX + k: v for k, v in bundle.items()}
+    display(glued, raw=True, metadata=metadata)
 
 
 def current_chapter() -> str | None:
