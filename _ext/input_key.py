@@ -20,6 +20,8 @@ A chapter's glued numbers and checks are a function of
 - the **review data**, for a chapter that reaches the module that reads it
   (:data:`DATA_MODULE`): the SHA-256 of every file of the mirror
   (``ATTNBOOK_DATA_DIR``), or the hub recipe when no mirror is set;
+- the **files beside the chapter** that its cells or the modules it imports name
+  (:func:`files_beside`: measurements kept there, such as ``gpu_measurements.json``);
 - the **settings that change numbers**: the thread counts, the device and engine
   switches (every ``ATTNBOOK_*`` variable but those of :data:`NOT_SETTINGS`), the
   processor and the accelerator.
@@ -280,6 +282,28 @@ def settings() -> dict[str, Any]:
     }
 
 
+BESIDE_SUFFIXES = (".json", ".yml", ".yaml", ".csv")
+"""Kinds of file kept beside the chapters that a chapter may read (measurements made
+elsewhere, such as ``gpu_measurements.json``)."""
+
+
+def files_beside(notebook: Path, nb: dict, modules: Iterable[Path]) -> dict[str, str]:
+    """The files beside ``notebook`` (:data:`BESIDE_SUFFIXES`) whose name its code
+    cells or a module it imports spell out, with their digests: what it reads there."""
+    candidates = [
+        p for p in sorted(notebook.parent.iterdir()) if p.suffix in BESIDE_SUFFIXES
+    ]
+    if not candidates:
+        return {}
+    texts = ["".join(c.get("source", "")) for c in nb.get("cells", [])]
+    texts += [Path(m).read_text(errors="replace") for m in modules]
+    return {
+        p.name: _sha(p.read_bytes())[:12]
+        for p in candidates
+        if any(p.name in t for t in texts)
+    }
+
+
 # ------------------------------------------------------------------------- the keys
 def input_keys(notebooks: Iterable[Path], root: Path = _ROOT) -> dict[str, dict]:
     """``{chapter: {"key": ..., "parts": ...}}`` for each notebook (by its stem): the
@@ -317,6 +341,9 @@ def input_keys(notebooks: Iterable[Path], root: Path = _ROOT) -> dict[str, dict]
         if DATA_MODULE in used:
             data = data or data_digest()
             parts["data"] = data[:16]
+        beside = files_beside(Path(path), nb, (package[m] for m in used))
+        if beside:
+            parts["beside"] = beside
         out[Path(path).stem] = {"key": _sha(_canonical(parts)), "parts": parts}
     return out
 

@@ -188,3 +188,31 @@ def test_the_benchmark_beside_the_package_enters_the_key(tmp_path, monkeypatch):
     (root / "benchmarks" / "timing.py").write_text("import attnbook.theory  # edited\n")
     now = input_keys([page], root)["performance"]
     assert "benchmarks/timing.py" in what_changed(before, now)
+
+
+def test_a_file_beside_the_chapter_that_it_reads_enters_the_key(tmp_path, monkeypatch):
+    # the Performance page reads gpu_measurements.json through benchmarks.gpu_report:
+    # a new measurement there makes the page stale; a file nobody names does not
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    root = tmp_path / "book"
+    _tree(root)
+    _package(
+        root,
+        {
+            "benchmarks/__init__.py": "",
+            "benchmarks/report.py": 'FILE = "gpu_measurements.json"',
+        },
+    )
+    (root / "gpu_measurements.json").write_text("{}")
+    (root / "notes.json").write_text("{}")
+    page = root / "performance.ipynb"
+    page.write_text(
+        json.dumps(_nb(nbformat.v4.new_code_cell("import benchmarks.report")))
+    )
+    before = input_keys([page], root)["performance"]
+    assert set(before["parts"]["beside"]) == {"gpu_measurements.json"}
+    (root / "notes.json").write_text('{"edited": 1}')
+    assert input_keys([page], root)["performance"]["key"] == before["key"]
+    (root / "gpu_measurements.json").write_text('{"run": 2}')
+    now = input_keys([page], root)["performance"]
+    assert "beside" in what_changed(before, now)
