@@ -49,19 +49,8 @@ def seed_everything(seed: int) -> np.random.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    _require_deterministic_kernels()
+    torch.use_deterministic_algorithms(True)
     return np.random.default_rng(seed)
-
-
-def _require_deterministic_kernels() -> None:
-    """torch's deterministic-kernel switch, without the flag for compiled graphs that
-    ``torch.use_deterministic_algorithms`` also sets: that one imports the compiler
-    (about 3 s per chapter) and the book compiles nothing with torch."""
-    switch = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if switch is None:  # a torch without the kernel-level switch
-        torch.use_deterministic_algorithms(True)
-    else:
-        switch(True, warn_only=False)
 
 
 def default_device() -> torch.device:
