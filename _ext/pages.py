@@ -97,13 +97,16 @@ def comparison(chk: dict[str, Any]) -> list[nodes.Node]:
     """A check's value against its threshold. An asserted check (which held, or the
     build stopped) reads as the inequality it verified: ``0.93 ≥ 0.3``. A statement
     measured without assertion reads as the value and where it falls, never as an
-    inequality that may be false: ``0.8805, below the paper's ≥ 0.945``."""
+    inequality that may be false: ``0.8805, below the threshold ≥ 0.945``."""
     rel = _REL.get(chk["relation"], chk["relation"])
     value, threshold = latex_number(chk["value"]), latex_number(chk["threshold"])
     if chk.get("asserted", True):
         return [nodes.math(text=f"{value} {rel} {threshold}")]
     held, missed = _SIDE.get(chk["relation"], ("meeting", "missing"))
-    whose = "the paper's" if chk.get("reading", "paper") == "paper" else "the book's"
+    # the threshold of a paper's statement may be the paper's number or a null
+    # model's bound: "the threshold" is true of both
+    whose = "the" if chk.get("reading", "paper") == "paper" else "the book's"
+    whose += " threshold"
     return [
         nodes.math(text=value),
         nodes.Text(f", {held if chk['passed'] else missed} {whose} "),

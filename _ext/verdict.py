@@ -16,8 +16,9 @@ __all__ = ["claims_verdict"]
 
 def _reason(row: ClaimRow) -> list[nodes.Node]:
     """Why a claim's badge is not PASS, in one line: the statement of the paper that
-    did not hold (NOT REPRODUCED), the claim's ``verdict`` (PASS (part), MEASURED),
-    or what the status rule says."""
+    did not hold (NOT REPRODUCED: what its headline check measures, up to the first
+    colon of its description, and the value), the claim's ``verdict`` (PASS (part),
+    MEASURED), or what the status rule says."""
     status, claim = row.status, row.claim
     if status in ("NOT REPRODUCED", "FAIL"):
         chk = row.headline
@@ -27,7 +28,9 @@ def _reason(row: ClaimRow) -> list[nodes.Node]:
                 for c in row.paper_checks
                 if c.get("role", "evidence") == "evidence" and not c["passed"]
             ]
-            out = [*math_text(chk.get("what") or chk["name"]), nodes.Text(": ")]
+            # what is measured, without how (after the first colon): one line
+            what = (chk.get("what") or chk["name"]).split(": ")[0]
+            out = [*math_text(what), nodes.Text(": ")]
             out += comparison(chk)
             if len(missed) > 1:
                 out.append(nodes.Text(f" (and {len(missed) - 1} more)"))
@@ -89,8 +92,7 @@ def claims_verdict(records: dict[str, dict]) -> list[nodes.Node]:
     counts = check_counts([c for r in records.values() for c in r["checks"]])
     guarantee = (
         f"A build stops at the first asserted check that fails: all "
-        f"{counts['asserted']} passed. Measured, not asserted: a statement of the "
-        "paper set against the paper's number without stopping the build; one that "
+        f"{counts['asserted']} passed. A statement measured without assertion that "
         "does not hold makes its claim NOT REPRODUCED."
     )
     if only_measured:

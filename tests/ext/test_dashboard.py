@@ -213,9 +213,9 @@ def test_a_measured_statement_reads_as_what_it_is():
     missed = check_record(
         "acc", value=0.8805, threshold=0.945, passed=False, asserted=False
     )
-    assert _text(comparison(missed)) == "0.8805 , below the paper's  \\geq 0.945"
+    assert _text(comparison(missed)) == "0.8805 , below the threshold  \\geq 0.945"
     above = {**missed, "relation": "<=", "value": 0.7487, "threshold": 0.5}
-    assert "0.7487 , above the paper's" in _text(comparison(above))
+    assert "0.7487 , above the threshold" in _text(comparison(above))
     held = {**missed, "value": 0.95, "passed": True, "reading": "book"}
     assert ", at or above the book's" in _text(comparison(held))
     asserted = check_record("gap", value=0.15, threshold=0.05)
@@ -267,7 +267,7 @@ def test_the_verdict_names_every_claim_that_is_not_pass():
     items = list(box.findall(nodes.list_item))
     assert len(items) == sum(r.status != "PASS" for r in rows)
     c6a = [i.astext() for i in items if i.astext().startswith("NOT REPRODUCED C6a")]
-    assert c6a and "best test accuracy: 0.88, below the paper's" in c6a[0]
+    assert c6a and "best test accuracy: 0.88, below the threshold" in c6a[0]
     refs = [r["refuri"] for r in box.findall(nodes.reference)]
     assert "#claim-c6a" in refs
     # every claim with a verdict of its own shows it; the rest say what the rule says
