@@ -31,16 +31,9 @@ DEVICE_ENV = "ATTNBOOK_DEVICE"
 
 
 def seed_everything(seed: int) -> np.random.Generator:
-    """Seed Python, NumPy and torch, ask torch for deterministic kernels, return a NumPy
-    generator.
-
-    Every chapter calls this once, through :func:`attnbook.book.chapter.start_chapter`,
-    so two runs of a chapter draw the same numbers and the glued values are identical.
-    Deterministic kernels are required, not asked for: an operation that has none on
-    the device raises ``RuntimeError`` instead of giving other numbers on the next run.
-    On CUDA the count engine's sums are in a fixed order by construction
-    (:mod:`attnbook.engine.segments`, :mod:`attnbook.engine.gpu`): torch's switch does
-    not cover sparse products, which the engine does not use there.
+    """Seed Python, NumPy and torch, require deterministic kernels (an operation
+    without one raises instead of changing the numbers), return a NumPy generator.
+    Every chapter calls it once, through :func:`attnbook.book.chapter.start_chapter`.
     """
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -59,15 +52,9 @@ def default_device() -> torch.device:
 
 
 def device_for(workload: str) -> torch.device:
-    """The device a workload runs on: the CPU for ``"synthetic"``,
-    :func:`default_device` for ``"real"`` (see :data:`WORKLOADS`).
-
-    A small synthetic problem (a few hundred tokens, ``d`` up to a few thousand,
-    float64) is a long chain of tiny operations: on a GPU each one costs a kernel
-    launch and often a host synchronisation, more than the arithmetic, so it runs
-    faster on the CPU. The real-data work moves hundreds of megabytes per step and
-    gains from the GPU's bandwidth. ``ATTNBOOK_DEVICE=cpu`` or ``=cuda`` sends every
-    workload to that device (``cuda`` raises ``ValueError`` when torch sees no GPU).
+    """The device a workload runs on: the CPU for ``"synthetic"`` (chains of tiny
+    float64 operations), :func:`default_device` for ``"real"``. ``ATTNBOOK_DEVICE=cpu``
+    or ``=cuda`` sends every workload there (``cuda`` without a GPU raises).
     """
     if workload not in WORKLOADS:
         raise ValueError(

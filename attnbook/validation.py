@@ -1,18 +1,7 @@
-"""The argument checks of attnbook, in one place.
-
-The helpers below check integer counts, real numbers, random generators, float tensors
-(type, dtype, layout, shape, device), finiteness, the parameters of the attention
-models, token-id sequences (non-empty, integer, inside the vocabulary) and binary labels
-(-1 or +1 only: the book's one label policy). Each raises a ``ValueError`` (or an
-:class:`ArgumentTypeError`, which is both a ``TypeError`` and a ``ValueError``) whose
-message names the argument at fault. An entry point of the package checks its arguments
-once with them, then calls inner functions with ``check_input=False`` (the count
-engine, its compiled passes, the losses), which do not check again; nothing remembers
-which objects were checked before. Checks that only one module needs (the invariants of
-:class:`attnbook.engine.counts.TokenCounts`, class ids, the compiled passes' own
-arguments) stay beside their code.
-
-This module imports nothing of attnbook, so that every layer can use it.
+"""The argument checks of attnbook, in one place: each raises a ``ValueError`` (or
+:class:`ArgumentTypeError`, both a ``TypeError`` and a ``ValueError``) naming the
+argument at fault. An entry point checks its arguments once; inner functions take
+``check_input=False``. Imports nothing of attnbook.
 """
 
 from __future__ import annotations

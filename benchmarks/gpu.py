@@ -6,7 +6,7 @@ from a CUDA graph, checked against the CPU engine.
 - the eager gradient of :mod:`attnbook.engine.gpu.attention` (fused count passes, no
   host synchronisation, one launch per kernel), with the dense passes over ``E`` by
   cuBLAS and by Triton;
-- the same gradient replayed from a CUDA graph (:class:`attnbook.engine.gpu.graphed.
+- the same gradient replayed from a CUDA graph (:class:`benchmarks.graphed.
   GraphedGradient`), and a training step (the replay and a fused Adam step);
 - the agreement of the graph's loss and gradients with the CPU engine (compiled C
   kernels) at the same parameters.
@@ -18,7 +18,6 @@ import torch
 
 from attnbook.engine.counts import TokenCounts
 from attnbook.engine.gpu.attention import gpu_count_attention_output
-from attnbook.engine.gpu.graphed import GraphedGradient
 from attnbook.engine.gpu.passes import (
     TRITON_FAILURES,
     count_layout,
@@ -29,6 +28,7 @@ from attnbook.engine.gpu.passes import (
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS
+from benchmarks.graphed import GraphedGradient
 from benchmarks.timing import time_min
 from benchmarks.usual import engine_loss_and_grads, relative_difference
 

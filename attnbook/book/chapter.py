@@ -24,13 +24,8 @@ class ChapterStart(NamedTuple):
 
 def start_chapter(name: str, *, seed: int, workload: str = "real") -> ChapterStart:
     """Start chapter ``name`` (its notebook's stem): a fresh record, every generator
-    seeded with ``seed``, the book's figure style; returns ``(rng, device)``.
-
-    ``rng, device = start_chapter("02_one_step", seed=2, workload="synthetic")`` is the
-    first line of every chapter. ``workload`` says what the chapter computes and so
-    where it runs (:func:`attnbook.runtime.device_for`): ``"synthetic"`` (small
-    problems in float64) on the CPU even when a GPU is present, ``"real"`` (the review
-    corpora) on the GPU when there is one.
+    seeded with ``seed``, the figure style; returns ``(rng, device)``, the device chosen
+    by ``workload`` (:func:`attnbook.runtime.device_for`).
     """
     device = device_for(workload)  # an unknown workload fails before anything starts
     # tqdm (imported by datasets) warns that ipywidgets is absent: noise in the pages

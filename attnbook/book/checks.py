@@ -153,26 +153,13 @@ def check(
     spread: float | None = None,
 ) -> float:
     """Assert ``value <relation> threshold``, glue ``value`` as ``name`` and record the
-    check (``asserted=False``: record it without asserting, as
-    :func:`compare_with_paper` does).
+    check (``asserted=False``: record only; evidence alone may be unasserted).
 
-    ``claim`` names the claim of the paper the check verifies (``"C1"`` ... ``"C7d"``,
-    or ``"setup"``, ``"limits"``); ``result`` optionally names the label of the book's
-    result (``"thm-one-step"``) that the check verifies, for the claims dashboard.
-    ``volatile=True`` marks a statistic that changes from run to run (a timing): the
-    comparison of two runs then checks that it is present, not its value. ``role`` says
-    what the check is for (:data:`ROLES`): ``"evidence"`` for a claim, ``"identity"`` of
-    two implementations, or ``"control"`` (a negative control or sanity check); only
-    evidence counts toward a claim's status. ``what`` says in words what is checked
-    (the dashboard shows it instead of ``name``). ``reading`` says whose statement the
-    check tests (:data:`READINGS`): ``"paper"`` (the claim as the dashboard quotes it;
-    only such evidence decides the claim's badge) or ``"book"`` (the book's own stricter
-    reading or a side remark, shown on its own line under the claim).
-
-    Raises ``AssertionError`` (failing the notebook and the build) when the check fails,
-    and ``ValueError`` for an unknown relation, a non-finite value, or a control or
-    identity recorded without assertion (only evidence may be), or a negative or
-    non-finite ``spread``.
+    ``claim`` (``"C1"`` ... ``"C7d"``, ``"setup"``, ``"limits"``) and ``result`` (a
+    result's label) place it on the dashboard; ``role`` is ``"evidence"``,
+    ``"identity"`` or ``"control"`` (:data:`ROLES`); ``reading`` ``"paper"`` or
+    ``"book"`` (:data:`READINGS`); ``volatile`` marks a timing; ``spread`` is the
+    statistic's spread over its runs. Raises ``AssertionError`` when it fails.
     """
     if not asserted and role != "evidence":
         raise ValueError(f"check {name!r}: only evidence is recorded unasserted")

@@ -1,26 +1,11 @@
 """Numbers into prose and the record of a run.
 
-:func:`glue` stores a value for ``{glue:text}`` roles when MyST-NB is present (the book
-build) and does nothing otherwise (Colab, plain Jupyter), and records it; the checks
-(:mod:`attnbook.book.checks`) are recorded beside the glued values.
-
-Records
-    When the environment variable ``ATTNBOOK_RECORD_DIR`` names a folder, every chapter
-    writes ``<folder>/<chapter>.json`` with every value it glued, every check
-    (statistic, threshold, relation, claim, outcome), the seeds it used, its run time,
-    the number of cells run and the software and hardware it ran on. The file is
-    rewritten after every glue, check and executed cell, so it always describes the run
-    so far, with the digest of its content (:func:`record_digest`) and the run's id.
-    Without the variable nothing is written. When the build gives the chapters their
-    *input keys* (``ATTNBOOK_INPUT_KEYS``: a JSON object, chapter -> the digest of
-    everything its numbers depend on, computed by ``_ext.input_key``), the record keeps
-    its chapter's key under ``inputs``. The book's build (``_ext/`` in the
-    repository, not part of this package) sets it, refuses a record whose digest, run
-    id, input key or stored outcomes disagree with its content or the current tree,
-    reuses a record whose key is the current one instead of executing its chapter
-    again, renders the claims dashboard and
-    the page *Reproducing this book* from the records, and compares the records of
-    two executions number by number.
+:func:`glue` stores a value for ``{glue:text}`` roles and records it. When
+``ATTNBOOK_RECORD_DIR`` names a folder, each chapter writes
+``<folder>/<chapter>.json``: every glued value, every check, the seeds, run time,
+software and hardware, the chapter's input key (``ATTNBOOK_INPUT_KEYS``) and the digest
+of its content (:func:`record_digest`), rewritten after every glue, check and cell.
+The book's build (``_ext/``) reads them back.
 """
 
 from __future__ import annotations

@@ -53,23 +53,9 @@ def pad_arrays(
 
 @dataclass(frozen=True)
 class TokenCounts:
-    """A corpus of ``n`` sequences over a vocabulary of ``vocab_size`` tokens, in CSR
-    form.
-
-    Attributes
-    ----------
-    indptr:
-        ``(n + 1,)`` int64; row ``i`` occupies entries ``indptr[i]:indptr[i + 1]``.
-    token_ids:
-        ``(nnz,)`` int64; the distinct tokens of each row, sorted within the row.
-    counts:
-        ``(nnz,)`` int64; how often each of those tokens occurs (all >= 1).
-    vocab_size:
-        the number of tokens ``V``.
-
-    The object is immutable, and derived tensors (row ids, lengths, float counts, the
-    sparse CSR matrices of the count engine) are computed once and cached on it: do not
-    modify its tensors in place.
+    """A corpus of ``n`` sequences over ``vocab_size`` tokens in CSR form: row ``i``
+    holds ``token_ids[indptr[i]:indptr[i + 1]]`` (distinct, sorted) with their
+    ``counts`` (>= 1), all int64. Immutable; derived tensors are cached on it.
     """
 
     indptr: torch.Tensor

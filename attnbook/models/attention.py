@@ -1,25 +1,11 @@
-"""The one-layer attention model with a ``<cls>`` query and a linear head.
+"""The one-layer attention model with a ``<cls>`` query and a linear head,
 
-    f(X) = sum_i softmax_i(p . E_{x_i}) (E_{x_i} . v)
+    f(X) = sum_i softmax_i(p . E_{x_i}) (E_{x_i} . v),
 
-Two implementations that agree to rounding error:
-
-- :func:`dense_attention_output` -- the textbook computation: pad the sequences, look up
-  one embedding per position, mask, softmax over positions. It is the reference for the
-  tests.
-- :func:`count_attention_output` -- the count engine
-  (:mod:`attnbook.models.count_engine`). Because ``f`` depends on a sequence only
-  through its token counts (:class:`attnbook.engine.counts.TokenCounts`), it computes
-  the two scores ``E @ [p, v]`` once per *vocabulary* entry and then works on the
-  ``nnz`` stored counts. Its gradient with respect to ``E`` has rank two, ``G_p p^T +
-  G_v v^T``.
-
-:func:`attention_output` is the public entry point for lists of sequences as well as
-counts. Every function here checks its arguments once (shapes, dtypes, devices, token
-ids, vocabulary, finiteness; with :mod:`attnbook.validation`), raises a ``ValueError``
-naming the one that is wrong, and then computes without checking them again.
-Softmaxes are shifted by the per-sequence maximum score, so outputs and gradients stay
-finite and accurate at any ``||p||``.
+twice: :func:`dense_attention_output` (pad, look up, mask, softmax: the tests'
+reference) and :func:`count_attention_output` (the count engine: ``f`` depends on a
+sequence only through its token counts). :func:`attention_output` is the public entry
+point; it checks its arguments once. Softmaxes are shifted by each sequence's maximum.
 """
 
 from __future__ import annotations

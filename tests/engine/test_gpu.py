@@ -264,8 +264,8 @@ def test_cuda_uses_fused_kernels_when_triton_is_there():
 @gpu
 @needs_cuda
 def test_graphed_gradient_replays_the_eager_gradient():
-    from attnbook.engine.gpu.graphed import GraphedGradient
     from attnbook.models.training import OPTIMIZERS
+    from benchmarks.graphed import GraphedGradient
 
     E, p, v, counts, y = _cuda_problem()
     params = {k: t.cuda().requires_grad_(True) for k, t in zip("Epv", (E, p, v))}

@@ -8,9 +8,7 @@ count passes are fused Triton kernels for float32 and one head on CUDA, torch
 operations otherwise. The dense passes over ``E`` are those of the CPU engine: the
 scores ``E [p, W]`` (one read of ``E``), the gradient ``dE = G [p, W]^T`` (one write)
 and ``[p, W]``'s gradient ``G^T E`` (one read), by matrix products or Triton kernels
-(:func:`attnbook.engine.gpu.passes.scores`). Because nothing waits for the
-host, a whole forward and backward can be captured in a CUDA graph
-(:mod:`attnbook.engine.gpu.graphed`).
+(:func:`attnbook.engine.gpu.passes.scores`).
 """
 
 from __future__ import annotations

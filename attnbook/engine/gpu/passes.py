@@ -1,30 +1,11 @@
-"""The count passes of the engine without a host synchronisation: the GPU form.
+"""The count passes without a host synchronisation: the GPU form.
 
-The CPU engine (:mod:`attnbook.engine.kernels`) shifts every softmax by one
-vocabulary-wide maximum, checks on the host that no row's mass underflowed, and uses
-sparse matrix products. On a GPU the host check stops the device on every call and the
-sparse products cost more to launch than to run, so the GPU form works on the stored
-entries directly and shifts each row by its own maximum (exact, nothing to check):
-
-- :func:`row_sums` -- for every sequence ``i`` its maximum score ``m_i = max_{s in X_i}
-  a_s``, its normaliser ``den_i = sum_s w_is`` with ``w_is = n_is exp(a_s - m_i)``, and
-  its outputs ``f_ik = sum_s w_is B_sk / den_i``: one pass over the counts in row
-  order;
-- :func:`column_sums` -- given the gradient ``g`` of the loss with respect to the
-  outputs, for every token ``s`` the gradient with respect to its scores, ``G_a[s] =
-  sum_i w_is sum_k R_ik (B_sk - f_ik)`` and ``G_B[s, k] = sum_i w_is R_ik`` with
-  ``R_ik = g_ik / den_i``: one pass over the counts in column order.
-
-Both count passes are written with torch operations here (any device, any float
-dtype, any number of heads) and, for float32 and one head on CUDA, as fused Triton
-kernels (:mod:`attnbook.engine.gpu.triton_passes`) that read each stored count once. The
-dense passes over ``E`` (:func:`scores`, :func:`embedding_gradients`) are matrix
-products by the vendor's library (cuBLAS; the compiled kernels on a CPU) or, with
-``ATTNBOOK_DENSE_PASSES=triton``, Triton kernels that read ``E`` and write its
-gradient in tiles. Should a Triton kernel fail to build, a warning says so and the
-torch form runs. Every sum runs in a fixed order, so results do not change from run to
-run, and no operation waits for the host: a whole training step can be captured in a
-CUDA graph. :func:`count_layout` prepares the index arrays once per corpus and device.
+Each softmax is shifted by its own row's maximum (nothing to check on the host).
+:func:`row_sums` gives per sequence the maximum, normaliser and outputs (one pass over
+the counts in row order); :func:`column_sums` the gradients in the scores (one pass in
+column order). Both are torch operations, or, for float32 and one head on CUDA, fused
+Triton kernels (:mod:`attnbook.engine.gpu.triton_passes`; a failed build warns and
+falls back). Every sum runs in a fixed order, so results repeat bit for bit.
 """
 
 from __future__ import annotations

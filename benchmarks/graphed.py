@@ -1,16 +1,7 @@
-"""A full-batch gradient of the one-layer model replayed from a CUDA graph.
-
-On a GPU, one gradient of the count engine is a few dozen small kernels; launched one
-by one from Python they cost more than they take to run. :class:`GraphedGradient`
-records the forward and backward pass of
-:func:`attnbook.engine.gpu.attention.gpu_count_attention_output` and the logistic loss
-``mean_i log(1 + exp(-y_i f_i))`` once as a CUDA graph and then replays it with a
-single launch. The graph reads the parameters and writes their gradients in place, so
-an optimizer can step between replays (:meth:`GraphedGradient.step`). Values are those
-of the eager computation: the graph replays the same kernels on the same memory. The
-loss is the formula of :func:`attnbook.models.losses.logistic_loss` without its checks
-on the host, which a graph cannot hold: the labels are checked once, before the
-capture.
+"""A full-batch gradient of the one-layer model replayed from a CUDA graph, for the
+GPU benchmark: the forward and backward pass of
+:func:`attnbook.engine.gpu.attention.gpu_count_attention_output` and the logistic loss,
+captured once and replayed with one launch (the same kernels on the same memory).
 """
 
 from __future__ import annotations
