@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 #: The module that reads the review data: a chapter that reaches it depends on the data.
-DATA_MODULE = "attnbook.data.sources"
+DATA_MODULE = "attnbook.data.reviews"
 #: ``ATTNBOOK_*`` variables that change no number (where things are written, how many
 #: chapters run at a time, which chapters are compared, the PDFs, the install source).
 NOT_SETTINGS = frozenset(
@@ -237,8 +237,7 @@ def _file_digests(
 def data_digest() -> str:
     """The digest of the review data the chapters read: every file of the mirror
     (``ATTNBOOK_DATA_DIR``; names and SHA-256), or the hub recipe where none is set."""
-    from attnbook.data.recipe import RECIPE
-    from attnbook.data.sources import DATA_DIR_ENV
+    from attnbook.data.reviews import DATA_DIR_ENV, RECIPE
 
     raw = os.environ.get(DATA_DIR_ENV)
     if raw is None:

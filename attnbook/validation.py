@@ -330,7 +330,7 @@ def as_signed_labels(
 
     ``n``, when given, is the number of sequences the labels must match. Labels in {0,
     1} are refused on purpose: convert them with ``2 * label - 1`` where the data is
-    loaded (:func:`attnbook.data.labels.signed_from_binary`).
+    loaded (:func:`attnbook.data.corpus.signed_from_binary`).
     """
     if isinstance(labels, torch.Tensor):
         y = labels.detach()

@@ -1,33 +1,33 @@
-"""Review corpora ready for the model: vocabulary, token counts, +-1 labels and star
-ratings.
-
-:func:`prepare_reviews` loads a dataset through
-:func:`attnbook.data.splits.load_split`, builds the vocabulary on the *training*
-split (tokens with document frequency at least ``min_df``, see
-:mod:`attnbook.data.reviews`), encodes both splits, drops the documents left without an
-in-vocabulary token, and returns a :class:`ReviewCorpus` whose labels, star ratings and
-(test) texts are aligned with the kept documents. :func:`build_review_corpus` does the
-same from texts and labels already in memory (used by the tests and by anyone with their
-own data), :func:`corpus_from_splits` from :class:`~attnbook.data.splits.ReviewSplit`
-objects. Each split is tokenized once: the vocabulary, its ``min_df``
-(:func:`min_df_for_tokens`) and both encodings come from the same tokens.
-"""
+"""Review corpora ready for the model: splits read once, vocabulary on the training
+split, token counts of both splits, +-1 labels and star ratings aligned with the
+documents kept (those with an in-vocabulary token)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+import hashlib
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from attnbook.data.labels import signed_from_binary
-from attnbook.data.reviews import TokenizedTexts, Vocabulary
-from attnbook.data.splits import STAR_COLUMNS, ReviewSplit, load_split
+from attnbook.data.reviews import (
+    DATA_DIR_ENV,
+    TokenizedTexts,
+    Vocabulary,
+    load_reviews,
+)
 from attnbook.engine.counts import TokenCounts
 
 __all__ = [
     "STAR_COLUMNS",
+    "ReviewSplit",
+    "load_split",
+    "clear_split_cache",
+    "signed_from_binary",
     "ReviewCorpus",
     "build_review_corpus",
     "corpus_from_splits",
@@ -35,39 +35,100 @@ __all__ = [
     "min_df_for_tokens",
 ]
 
+#: The column holding the star rating in each data set of ``load_reviews``.
+STAR_COLUMNS = {"imdb": "rating", "yelp": "stars"}
+_cache: OrderedDict[Hashable, "ReviewSplit"] = OrderedDict()
+
+
+def signed_from_binary(labels01: object, what: str = "labels") -> np.ndarray:
+    """0/1 labels (negative/positive) as int64 -1/+1: the one conversion, made where
+    a data set is loaded."""
+    arr = np.asarray(labels01)
+    if arr.ndim != 1 or arr.dtype.kind not in "iub":
+        raise ValueError(f"{what} must be a 1-D integer array of 0/1 labels")
+    if not np.isin(arr, (0, 1)).all():
+        bad = arr[~np.isin(arr, (0, 1))][0]
+        raise ValueError(f"{what} must be 0 (negative) or 1 (positive); found {bad!r}")
+    return (2 * arr.astype(np.int64) - 1).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class ReviewSplit:
+    """The texts of one split with their 0/1 labels and star ratings (or ``None``);
+    :attr:`tokens` tokenizes the texts on first use and keeps the result."""
+
+    texts: tuple[str, ...]
+    labels01: object
+    stars: object | None = None
+    _tokens: TokenizedTexts | None = field(default=None, repr=False)
+
+    @property
+    def tokens(self) -> TokenizedTexts:
+        if self._tokens is None:
+            object.__setattr__(self, "_tokens", TokenizedTexts.of(self.texts))
+        return self._tokens
+
+    def select(self, rows: object) -> "ReviewSplit":
+        """The documents ``rows`` (row numbers, in that order), tokens included."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        labels = np.asarray(self.labels01)
+        if rows.size and (rows.min() < 0 or rows.max() >= len(self.texts)):
+            raise ValueError(f"rows must lie in [0, {len(self.texts)})")
+        return ReviewSplit(
+            texts=tuple(self.texts[i] for i in rows.tolist()),
+            labels01=labels[rows],
+            stars=None if self.stars is None else np.asarray(self.stars)[rows],
+            _tokens=None if self._tokens is None else self._tokens.select(rows),
+        )
+
+
+def _source_key(name: str, split: str) -> Hashable | None:
+    """The hub, or the mirror file and a digest of its bytes (``None``: unreadable)."""
+    raw = os.environ.get(DATA_DIR_ENV)
+    if raw is None:
+        return (name, split, "hub")
+    try:
+        data = (Path(raw).expanduser() / name / f"{split}.parquet").read_bytes()
+    except OSError:
+        return None
+    return (name, split, raw, hashlib.blake2b(data, digest_size=16).hexdigest())
+
+
+def load_split(name: str, split: str) -> ReviewSplit:
+    """``load_reviews(name, split)`` as a :class:`ReviewSplit` with its star rating;
+    the last two splits read are kept, keyed by what they were read from."""
+    key = _source_key(name, split)
+    if key is not None and key in _cache:
+        _cache.move_to_end(key)
+        return _cache[key]
+    table = load_reviews(name, split).with_format("arrow")[:]
+    star_column = STAR_COLUMNS.get(name)
+    stars = None
+    if star_column is not None and star_column in table.column_names:
+        stars = table.column(star_column).to_numpy()
+    got = ReviewSplit(
+        texts=tuple(table.column("text").to_pylist()),
+        labels01=table.column("label").to_numpy(),
+        stars=stars,
+    )
+    if key is not None:
+        _cache[key] = got
+        while len(_cache) > 2:
+            _cache.popitem(last=False)
+    return got
+
+
+def clear_split_cache() -> None:
+    """Forget the splits :func:`load_split` kept."""
+    _cache.clear()
+
 
 @dataclass(frozen=True)
 class ReviewCorpus:
-    """A binary review data set encoded over one vocabulary.
-
-    Attributes
-    ----------
-    name:
-        ``"imdb"``, ``"yelp"`` or any name given to :func:`build_review_corpus`.
-    vocabulary:
-        the :class:`~attnbook.data.reviews.Vocabulary` built on the training texts.
-    train, test:
-        the :class:`~attnbook.engine.counts.TokenCounts` of the kept documents.
-    train_labels, test_labels:
-        ``(n,)`` int64 NumPy arrays of labels in ``{-1, +1}``, aligned with ``train`` /
-        ``test``.
-    train_stars, test_stars:
-        ``(n,)`` int64 star ratings aligned with the kept documents (IMDB 1-10, Yelp
-        1-5), or ``None`` when the data has none.
-    test_texts:
-        the raw texts of the kept test documents.
-    train_kept, test_kept:
-        row numbers of the kept documents in the original splits.
-    n_documents, n_tokens, n_dropped_tokens:
-        per split (``{"train": ..., "test": ...}``): documents before dropping, token
-        occurrences, and occurrences dropped because they are outside the vocabulary (of
-        the whole training split, also when part of it is held out for validation).
-    validation, validation_labels, validation_kept:
-        ``None`` (no function of the package sets them), or a held-out part of the
-        training split: its counts, +-1 labels and row numbers in the original training
-        split; ``train``, ``train_labels``, ``train_stars`` and ``train_kept`` then hold
-        the remaining rows.
-    """
+    """A binary review data set over one vocabulary (built on the training texts).
+    Labels (+-1), stars (or ``None``) and ``*_kept`` (row numbers in the original
+    split) follow the kept documents; ``n_documents``, ``n_tokens`` and
+    ``n_dropped_tokens`` (outside the vocabulary) count each whole split."""
 
     name: str
     vocabulary: Vocabulary
@@ -77,45 +138,15 @@ class ReviewCorpus:
     test_labels: np.ndarray
     train_stars: np.ndarray | None
     test_stars: np.ndarray | None
-    test_texts: tuple[str, ...]
     train_kept: np.ndarray
     test_kept: np.ndarray
     n_documents: Mapping[str, int]
     n_tokens: Mapping[str, int]
     n_dropped_tokens: Mapping[str, int]
-    validation: TokenCounts | None = None
-    validation_labels: np.ndarray | None = None
-    validation_kept: np.ndarray | None = None
 
     @property
     def vocab_size(self) -> int:
         return len(self.vocabulary)
-
-    @property
-    def n_dropped_documents(self) -> dict[str, int]:
-        """Documents left without any in-vocabulary token, per split."""
-        n_val = 0 if self.validation_kept is None else int(self.validation_kept.size)
-        return {
-            "train": self.n_documents["train"] - int(self.train_kept.size) - n_val,
-            "test": self.n_documents["test"] - int(self.test_kept.size),
-        }
-
-    @property
-    def dropped_token_fraction(self) -> dict[str, float]:
-        """Fraction of token occurrences outside the vocabulary, per split."""
-        return {
-            s: self.n_dropped_tokens[s] / max(self.n_tokens[s], 1)
-            for s in ("train", "test")
-        }
-
-    @property
-    def positive_fraction(self) -> dict[str, float]:
-        """Fraction of positive (+1) documents among the kept ones, per split (the
-        imbalance)."""
-        return {
-            "train": float((self.train_labels == 1).mean()),
-            "test": float((self.test_labels == 1).mean()),
-        }
 
     def labels(
         self,
@@ -124,38 +155,34 @@ class ReviewCorpus:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """The +-1 labels of ``split`` (``"train"``, ``"validation"`` or ``"test"``) as
-        a float tensor."""
-        arrays = {
-            "train": self.train_labels,
-            "validation": self.validation_labels,
-            "test": self.test_labels,
-        }
+        """The +-1 labels of ``split`` (``"train"`` or ``"test"``) as a tensor."""
+        arrays = {"train": self.train_labels, "test": self.test_labels}
         if split not in arrays:
-            raise ValueError(
-                f"split must be 'train', 'validation' or 'test', got {split!r}"
-            )
-        arr = arrays[split]
-        if arr is None:
-            raise ValueError("this corpus has no validation split")
-        return torch.from_numpy(arr).to(dtype=dtype, device=device)
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        return torch.from_numpy(arrays[split]).to(dtype=dtype, device=device)
 
     def summary(self) -> dict[str, float]:
         """The numbers a chapter reports about the corpus, as a flat dictionary."""
+        kept = {"train": self.train_kept, "test": self.test_kept}
+        labels = {"train": self.train_labels, "test": self.test_labels}
+        splits = ("train", "test")
         return {
             "vocab_size": self.vocab_size,
             "min_df": self.vocabulary.min_df,
             "n_train": self.train.n_sequences,
-            "n_validation": 0
-            if self.validation is None
-            else self.validation.n_sequences,
             "n_test": self.test.n_sequences,
-            "dropped_train_documents": self.n_dropped_documents["train"],
-            "dropped_test_documents": self.n_dropped_documents["test"],
-            "dropped_train_token_fraction": self.dropped_token_fraction["train"],
-            "dropped_test_token_fraction": self.dropped_token_fraction["test"],
-            "positive_fraction_train": self.positive_fraction["train"],
-            "positive_fraction_test": self.positive_fraction["test"],
+            **{
+                f"dropped_{s}_documents": self.n_documents[s] - int(kept[s].size)
+                for s in splits
+            },
+            **{
+                f"dropped_{s}_token_fraction": self.n_dropped_tokens[s]
+                / max(self.n_tokens[s], 1)
+                for s in splits
+            },
+            **{
+                f"positive_fraction_{s}": float((labels[s] == 1).mean()) for s in splits
+            },
             "mean_train_length": float(self.train.lengths.double().mean()),
         }
 
@@ -180,13 +207,7 @@ def build_review_corpus(
     train_stars: object | None = None,
     test_stars: object | None = None,
 ) -> ReviewCorpus:
-    """Encode texts with 0/1 labels into a :class:`ReviewCorpus` (vocabulary from the
-    train texts).
-
-    Labels are mapped to +-1 (``2 * label - 1``). Documents with no in-vocabulary token
-    are dropped from either split and counted; labels, stars and test texts follow the
-    kept rows.
-    """
+    """:func:`corpus_from_splits` from texts with 0/1 labels (and stars) in memory."""
     return corpus_from_splits(
         ReviewSplit(tuple(train_texts), train_labels01, train_stars),
         ReviewSplit(tuple(test_texts), test_labels01, test_stars),
@@ -198,9 +219,8 @@ def build_review_corpus(
 def corpus_from_splits(
     train: ReviewSplit, test: ReviewSplit, *, min_df: int, name: str = "reviews"
 ) -> ReviewCorpus:
-    """:func:`build_review_corpus` from two :class:`~attnbook.data.splits.ReviewSplit`:
-    each split is tokenized once (or not at all when it already is); the vocabulary
-    and both encodings come from those tokens."""
+    """The :class:`ReviewCorpus` of two splits: vocabulary of the training tokens in
+    at least ``min_df`` documents; documents left without a token dropped."""
     y_train = signed_from_binary(train.labels01, "train_labels01")
     y_test = signed_from_binary(test.labels01, "test_labels01")
     if y_train.size != len(train.texts) or y_test.size != len(test.texts):
@@ -227,7 +247,6 @@ def corpus_from_splits(
         test_labels=y_test[ks],
         train_stars=None if stars_train is None else stars_train[kt],
         test_stars=None if stars_test is None else stars_test[ks],
-        test_texts=tuple(test.texts[i] for i in ks),
         train_kept=kt,
         test_kept=ks,
         n_documents={"train": enc_train.n_documents, "test": enc_test.n_documents},
@@ -240,14 +259,7 @@ def corpus_from_splits(
 
 
 def prepare_reviews(name: str, min_df: int) -> ReviewCorpus:
-    """Load ``imdb`` or ``yelp`` (see :func:`attnbook.data.reviews.load_reviews`,
-    through :func:`attnbook.data.splits.load_split`) and encode both splits.
-
-    The star rating (``rating`` for IMDB, ``stars`` for Yelp) is kept when the data has
-    it. Yelp's 3-star reviews are already dropped by the loader; its classes stay
-    imbalanced (about 77 % positive), which :attr:`ReviewCorpus.positive_fraction`
-    reports.
-    """
+    """``imdb`` or ``yelp`` (:func:`load_split`) as a :class:`ReviewCorpus`."""
     return corpus_from_splits(
         load_split(name, "train"), load_split(name, "test"), min_df=min_df, name=name
     )
@@ -259,14 +271,10 @@ def min_df_for_tokens(
     candidates: Sequence[int] = tuple(range(1, 201)),
 ) -> tuple[int, dict[int, int]]:
     """The ``min_df`` among ``candidates`` whose vocabulary size on ``texts`` is closest
-    to ``target`` (ties: the larger ``min_df``), and the size for every candidate."""
-    _check_target(target, candidates)
+    to ``target`` (ties: the larger), and the size for every candidate."""
+    if target < 1 or not candidates:
+        raise ValueError("target must be positive and candidates non-empty")
     df = Vocabulary.from_tokenized(texts, 1).document_frequency
     sizes = {int(k): int((df >= k).sum()) for k in candidates}
     best = min(sizes, key=lambda k: (abs(sizes[k] - target), -k))
     return best, sizes
-
-
-def _check_target(target: int, candidates: Sequence[int]) -> None:
-    if target < 1 or not candidates:
-        raise ValueError("target must be positive and candidates non-empty")

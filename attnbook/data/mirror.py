@@ -1,17 +1,8 @@
-"""Build the local mirror of the review data (``ATTNBOOK_DATA_DIR``) on any machine.
+"""Build the local mirror of the review data (``ATTNBOOK_DATA_DIR``) on any machine:
+IMDB from the original archive (it holds the star ratings the hub lacks), Yelp from the
+hub's sample of the recipe. Command line (the GitHub Pages workflow uses it)::
 
-The hub's IMDB (``stanfordnlp/imdb``) has no star ratings, which the K-class extension
-needs; they are in the file names of the original archive (``aclImdb_v1.tar.gz``, Maas
-et al., 2011: ``aclImdb/<split>/<neg|pos>/<id>_<rating>.txt``).
-:func:`write_imdb_mirror` turns that archive into the mirror's tables, row for row as
-the book's mirror was made: all negative reviews, then all positive ones, each sorted by
-id; columns ``text, label, rating, id``. :func:`write_yelp_mirror` writes the hub's Yelp
-sample of the corpus recipe (:mod:`attnbook.data.recipe`) as the mirror's Yelp tables
-(``text, label, stars``).
-
-Command line (the GitHub Pages workflow uses it)::
-
-    python -m attnbook.data.mirror --imdb-archive aclImdb_v1.tar.gz --yelp-from-hub DIR
+    python -m attnbook.data.mirror DIR --imdb-archive aclImdb_v1.tar.gz --yelp-from-hub
 """
 
 from __future__ import annotations
@@ -27,8 +18,12 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnbook.data.recipe import verify_imdb_labels, verify_split
-from attnbook.data.sources import DATA_DIR_ENV, load_reviews
+from attnbook.data.reviews import (
+    DATA_DIR_ENV,
+    load_reviews,
+    verify_imdb_labels,
+    verify_split,
+)
 
 __all__ = ["write_imdb_mirror", "write_yelp_mirror", "main"]
 
@@ -36,9 +31,7 @@ _MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")
 
 
 def _read_imdb_archive(archive: Path) -> dict[str, list[tuple[int, int, int, str]]]:
-    """The reviews of the archive per split, read to its end: ``(label, id, rating,
-    text)``. Raises ``ValueError`` for an archive cut short or damaged, a rating
-    outside 1-10 or a review that occurs twice."""
+    """The reviews of the archive per split: ``(label, id, rating, text)``."""
     rows: dict[str, list[tuple[int, int, int, str]]] = {"train": [], "test": []}
     seen: set[tuple[str, str, str]] = set()
     try:
@@ -67,12 +60,9 @@ def _read_imdb_archive(archive: Path) -> dict[str, list[tuple[int, int, int, str
 
 
 def write_imdb_mirror(archive: str | Path, folder: str | Path) -> dict[str, int]:
-    """Write ``<folder>/imdb/{train,test}.parquet`` from the aclImdb ``.tar.gz``
-    archive; return the rows written per split. The archive is read to its end and
-    each split verified against what IMDB is known to hold
-    (:func:`attnbook.data.recipe.verify_split`) before anything is written. Raises
-    ``ValueError`` for an archive cut short, damaged or incomplete (naming the split
-    and what is wrong), a rating outside 1-10 or a review that occurs twice."""
+    """Write ``<folder>/imdb/{train,test}.parquet`` from the aclImdb archive (columns
+    ``text, label, rating, id``; negatives then positives, by id); return the rows per
+    split. ``ValueError`` for an archive damaged, incomplete or with bad rows."""
     archive, out = Path(archive), Path(folder) / "imdb"
     if not archive.is_file():
         raise ValueError(f"archive {archive} does not exist")
@@ -102,10 +92,8 @@ def write_imdb_mirror(archive: str | Path, folder: str | Path) -> dict[str, int]
 
 
 def write_yelp_mirror(folder: str | Path) -> dict[str, int]:
-    """Write ``<folder>/yelp/{train,test}.parquet`` from the hub's Yelp sample of the
-    corpus recipe (needs the hub, so ``ATTNBOOK_DATA_DIR`` must be unset); return the
-    rows written per split."""
-
+    """Write ``<folder>/yelp/{train,test}.parquet`` from the hub's Yelp sample (needs
+    the hub: ``ATTNBOOK_DATA_DIR`` unset); return the rows per split."""
     if DATA_DIR_ENV in os.environ:
         raise ValueError(f"unset {DATA_DIR_ENV}: the Yelp sample comes from the hub")
     out = Path(folder) / "yelp"
@@ -126,7 +114,7 @@ def write_yelp_mirror(folder: str | Path) -> dict[str, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
-    """Command line: build the mirror in a folder (see the module docstring)."""
+    """Command line: build the mirror in a folder."""
     ap = argparse.ArgumentParser(
         prog="python -m attnbook.data.mirror",
         description="Build the review data mirror.",

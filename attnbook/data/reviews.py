@@ -1,65 +1,41 @@
-"""Real review data: loading, tokenization and vocabulary.
+"""IMDB and Yelp reviews: loading (local mirror or hub), tokenizing, vocabulary.
 
-Loading (implemented in :mod:`attnbook.data.sources`, re-exported here)
-    :func:`load_reviews` reads ``imdb`` or ``yelp`` from a local parquet mirror when the
-    environment variable ``ATTNBOOK_DATA_DIR`` names one (files
-    ``<name>/<split>.parquet``), and from the Hugging Face hub when it is unset; set but
-    empty, it is an error. Both paths give the same kind of corpus, by the recipe of
-    :mod:`attnbook.data.recipe` (the hub's Yelp is a seeded sample of the mirror's size
-    and star histogram). Either way it returns a ``datasets.Dataset`` with a ``text``
-    column and an integer ``label`` column (0 = negative, 1 = positive), plus the star
-    ``rating`` (IMDB, 1-10, mirror only) or ``stars`` (Yelp, 1, 2, 4 or 5).
-
-    IMDB's ``label`` must hold 0 and 1 only and its ``rating``, when present, 1-10;
-    with ratings, every row's label must be the one its rating fixes (7-10 positive,
-    1-4 negative: :func:`attnbook.data.recipe.verify_imdb_labels`), so that labels
-    inverted or shuffled among the rows, which keep the class counts, are refused too.
-    Yelp's label is derived from the stars (4-5 positive, 1-2 negative, 3-star reviews
-    dropped), so a Yelp mirror needs ``text`` and ``stars`` (1-5) only; a ``label``
-    column there is ignored. Any other value, a missing value or a non-integer column
-    is refused with a ``ValueError`` that names the file and the column.
-
-Tokenization rule (:func:`tokenize`)
-    lower-case the text, replace the HTML line breaks ``<br />`` of IMDB by spaces, and
-    take as tokens the maximal runs of letters ``a-z``, optionally followed by one
-    apostrophe and more letters (``don't``, ``film's``). Digits, punctuation and other
-    characters separate tokens.
-
-Tokenized texts (:class:`TokenizedTexts`)
-    each text is tokenized once into counts of its distinct tokens; the vocabulary of
-    any ``min_df`` and the encoding over a vocabulary are computed from them.
-
-Vocabulary rule (:class:`Vocabulary`)
-    the tokens of the *training* split whose document frequency (number of training
-    documents that contain them) is at least ``min_df``; ids are assigned by decreasing
-    document frequency, ties broken alphabetically. Encoding drops tokens outside the
-    vocabulary and reports how many it dropped; documents left with no token are
-    reported and removed only when asked.
+:func:`load_reviews` reads the parquet mirror named by ``ATTNBOOK_DATA_DIR``
+(``<name>/<split>.parquet``) or, when it is unset, the Hugging Face hub by the recipe
+below; values outside the documented sets are refused. The README's *Data* section
+describes the recipe (the hub's Yelp is a seeded sample with the mirror's star counts).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import torch
 
-from attnbook.data.sources import (
-    DATA_DIR_ENV,
-    DatasetUnavailableError,
-    data_source,
-    load_reviews,
-)
 from attnbook.engine.counts import TokenCounts
 
 __all__ = [
     "DATA_DIR_ENV",
+    "RECIPE",
+    "HUB_IDS",
+    "IMDB_CLASS_COUNTS",
+    "YELP_STAR_COUNTS",
+    "YELP_SAMPLE_SEED",
     "DatasetUnavailableError",
+    "known_shape",
+    "verify_split",
+    "verify_imdb_labels",
+    "sample_by_stars",
+    "unescape_hub_text",
     "load_reviews",
     "data_source",
     "tokenize",
@@ -68,26 +44,363 @@ __all__ = [
     "EncodedCorpus",
 ]
 
+DATA_DIR_ENV = "ATTNBOOK_DATA_DIR"
+#: Name and version of the corpus recipe, recorded with every chapter run.
+RECIPE = "attnbook-reviews-1"
+HUB_IDS = {"imdb": "stanfordnlp/imdb", "yelp": "Yelp/yelp_review_full"}
+#: Reviews per class (0 = negative, 1 = positive) in each IMDB split, on both paths.
+IMDB_CLASS_COUNTS: Mapping[str, Mapping[int, int]] = {
+    "train": {0: 12_500, 1: 12_500},
+    "test": {0: 12_500, 1: 12_500},
+}
+#: Reviews per kept star in each Yelp split: the mirror's counts, drawn from the hub.
+YELP_STAR_COUNTS: Mapping[str, Mapping[int, int]] = {
+    "train": {1: 1_777, 2: 1_425, 4: 4_568, 5: 6_213},
+    "test": {1: 444, 2: 356, 4: 1_142, 5: 1_553},
+}
+YELP_SAMPLE_SEED = 20250601
+_NAMES = ("imdb", "yelp")
+_SPLITS = ("train", "test")
+_REBUILD = (
+    "rebuild the mirror (python -m attnbook.data.mirror FOLDER --imdb-archive "
+    "aclImdb_v1.tar.gz --yelp-from-hub, from a complete download) or copy its files "
+    "again"
+)
+_IMDB_RATING_RULE = "rating >= 7 positive (1), rating <= 4 negative (0), 5 and 6 absent"
+
+
+class DatasetUnavailableError(RuntimeError):
+    """Raised when a dataset is neither in the local mirror nor reachable on the hub."""
+
+
+# ------------------------------------------------------------------------ the recipe
+def known_shape(name: str, split: str) -> Mapping[int, int]:
+    """Reviews per class (IMDB, 0/1) or per kept star (Yelp) a whole split holds."""
+    table = IMDB_CLASS_COUNTS if name == "imdb" else YELP_STAR_COUNTS
+    return table[split]
+
+
+def verify_split(name: str, split: str, values: object, where: str) -> None:
+    """``ValueError`` unless the labels (IMDB) or kept stars (Yelp) ``values`` have
+    the counts of :func:`known_shape`; it says what is wrong and how to rebuild."""
+    want = {int(k): int(v) for k, v in known_shape(name, split).items()}
+    keys, counts = np.unique(np.asarray(values), return_counts=True)
+    found = {int(k): int(c) for k, c in zip(keys.tolist(), counts.tolist())}
+    if found == want:
+        return
+    n, n_want = sum(found.values()), sum(want.values())
+    kind = "class" if name == "imdb" else "star"
+    problems = []
+    if n < n_want:
+        problems.append(f"{n_want - n:,} of its {n_want:,} reviews are missing")
+    elif n > n_want:
+        problems.append(f"it has {n - n_want:,} reviews too many (duplicated rows?)")
+    positive = (lambda k: k == 1) if name == "imdb" else (lambda k: k >= 4)
+    classes = {positive(k) for k, c in found.items() if c}
+    if len(classes) < 2:
+        problems.append("it holds one class only")
+    else:
+        share = sum(c for k, c in found.items() if positive(k)) / max(n, 1)
+        share_want = sum(c for k, c in want.items() if positive(k)) / n_want
+        problems.append(f"{share:.1%} positive, against {share_want:.1%}")
+    problems.append(f"reviews per {kind}: {found}, against {want}")
+    raise ValueError(
+        f"{where} is not the whole {name} {split} split: "
+        + "; ".join(problems)
+        + f". The file is cut short, duplicated or of another corpus: {_REBUILD}."
+    )
+
+
+def verify_imdb_labels(labels: object, ratings: object, where: str) -> None:
+    """``ValueError`` for IMDB rows whose label is not the one their rating fixes
+    (Maas et al., 2011: 7-10 positive, 1-4 negative), every row checked."""
+    labels = np.asarray(labels, dtype=np.int64)
+    ratings = np.asarray(ratings, dtype=np.int64)
+    expected = np.where(ratings >= 7, 1, np.where(ratings <= 4, 0, -1))
+    bad = np.flatnonzero(labels != expected)
+    if not bad.size:
+        return
+    first = int(bad[0])
+    raise ValueError(
+        f"{where}: {bad.size:,} of its {labels.size:,} rows have a label that "
+        f"disagrees with their rating ({_IMDB_RATING_RULE}; first row {first}: label "
+        f"{int(labels[first])}, rating {int(ratings[first])}). The labels were "
+        f"inverted, shuffled among the rows or taken from another corpus: {_REBUILD}."
+    )
+
+
+def sample_by_stars(
+    stars: np.ndarray, counts: Mapping[int, int], split: str
+) -> np.ndarray:
+    """Row numbers (ascending) of the recipe's seeded draw of ``counts[k]`` rows with
+    ``k`` stars: per star in ascending order, ``rng.permutation`` of its rows (hub
+    order), first ``count`` kept; ``rng = default_rng([YELP_SAMPLE_SEED, 0 or 1])``."""
+    rng = np.random.default_rng([YELP_SAMPLE_SEED, _SPLITS.index(split)])
+    chosen = []
+    for star in sorted(counts):
+        count = int(counts[star])
+        rows = np.flatnonzero(stars == star)
+        if rows.size < count:
+            raise ValueError(
+                f"the {split} split has {rows.size} reviews with {star} stars; the "
+                f"recipe {RECIPE} draws {count}"
+            )
+        chosen.append(rows[rng.permutation(rows.size)[:count]])
+    return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def unescape_hub_text(text: str) -> str:
+    """The hub's Yelp text with each escaped line break (backslashes, ``n``) a line
+    break, as in the mirror's texts."""
+    return re.sub(r"\\+n", "\n", text)
+
+
+# ------------------------------------------------------------------------- loading
+def _how_to_get(name: str) -> str:
+    return (
+        f"To get '{name}': either (1) download the parquet files once and point the "
+        f"environment variable {DATA_DIR_ENV} at their folder, laid out as "
+        f"<folder>/{name}/train.parquet and <folder>/{name}/test.parquet; or (2) "
+        f"unset {DATA_DIR_ENV} on a machine that can reach the Hugging Face hub "
+        f"('{HUB_IDS[name]}')."
+    )
+
+
+def _mirror_folder(name: str) -> Path | None:
+    """The mirror folder named by the environment, ``None`` when it is unset."""
+    raw = os.environ.get(DATA_DIR_ENV)
+    if raw is None:
+        return None
+    if not raw.strip():
+        raise DatasetUnavailableError(
+            f"{DATA_DIR_ENV} is set but empty: set it to the mirror folder, or unset "
+            f"it (unset {DATA_DIR_ENV}) to read the hub. " + _how_to_get(name)
+        )
+    path = Path(raw).expanduser()
+    if not path.is_dir():
+        raise DatasetUnavailableError(
+            f"{DATA_DIR_ENV}={raw} is not a folder. " + _how_to_get(name)
+        )
+    return path
+
+
+def _require(table: pa.Table, columns: Sequence[str], where: str) -> None:
+    missing = set(columns) - set(table.column_names)
+    if missing:
+        raise DatasetUnavailableError(f"{where} lacks the columns {sorted(missing)}")
+
+
+def _texts(table: pa.Table, where: str) -> pa.ChunkedArray:
+    col = table.column("text")
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        raise ValueError(f"{where}: column 'text' must hold strings, got {col.type}")
+    if col.null_count:
+        raise ValueError(f"{where}: column 'text' has {col.null_count} missing values")
+    return col
+
+
+def _integers(
+    table: pa.Table, column: str, allowed: Sequence[int], meaning: str, where: str
+) -> np.ndarray:
+    """The integer ``column`` as int64; ``ValueError`` for another type, a missing
+    value or a value outside ``allowed``."""
+    col = table.column(column)
+    if not pa.types.is_integer(col.type):
+        raise ValueError(
+            f"{where}: column {column!r} must hold integers ({meaning}), got {col.type}"
+        )
+    if col.null_count:
+        raise ValueError(
+            f"{where}: column {column!r} has {col.null_count} missing values"
+        )
+    values = col.to_numpy().astype(np.int64)
+    bad = np.flatnonzero(~np.isin(values, np.asarray(allowed)))
+    if bad.size:
+        found = sorted(set(values[bad].tolist()))[:5]
+        raise ValueError(
+            f"{where}: column {column!r} must hold {meaning}; found {found} "
+            f"({bad.size} rows, first row {int(bad[0])})"
+        )
+    return values
+
+
+def _imdb_columns(table: pa.Table, where: str) -> dict[str, Any]:
+    _require(table, ("text", "label"), where)
+    cols = {
+        "text": _texts(table, where),
+        "label": _integers(
+            table, "label", (0, 1), "0 (negative) or 1 (positive)", where
+        ),
+    }
+    if "rating" in table.column_names:
+        cols["rating"] = _integers(
+            table, "rating", range(1, 11), "IMDB ratings 1 to 10", where
+        )
+    return cols
+
+
+def _dataset(cols: dict[str, Any]):
+    import datasets
+
+    if "stars" in cols:  # Yelp: the label is derived from the stars
+        cols["label"] = (np.asarray(cols["stars"]) >= 4).astype(np.int64)
+    features = datasets.Features(
+        {k: datasets.Value("string" if k == "text" else "int64") for k in cols}
+    )
+    return datasets.Dataset.from_dict(cols, features=features)
+
+
+def _from_mirror(name: str, split: str, folder: Path):
+    path = folder / name / f"{split}.parquet"
+    if not path.is_file():
+        raise DatasetUnavailableError(
+            f"{DATA_DIR_ENV}={folder} has no file {path.relative_to(folder)}. "
+            + _how_to_get(name)
+        )
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow raises several types for a damaged file
+        raise DatasetUnavailableError(
+            f"could not read {path} as parquet ({type(err).__name__}: {err}); the "
+            "file is damaged or not parquet. Replace it with a fresh copy. "
+            + _how_to_get(name)
+        ) from err
+    where = str(path)
+    if name == "imdb":
+        cols = _imdb_columns(table, where)
+        verify_split(name, split, cols["label"], where)
+        if "rating" in cols:
+            verify_imdb_labels(cols["label"], cols["rating"], where)
+        return _dataset(cols)
+    _require(table, ("text", "stars"), where)
+    stars = _integers(table, "stars", range(1, 6), "Yelp stars 1 to 5", where)
+    keep = np.flatnonzero(stars != 3)
+    verify_split(name, split, stars[keep], where)
+    return _dataset({"text": _texts(table, where).take(keep), "stars": stars[keep]})
+
+
+def _from_hub(name: str, split: str):
+    import datasets
+
+    hub_id = HUB_IDS[name]
+    try:
+        ds = datasets.load_dataset(hub_id, split=split)
+    except Exception as err:
+        raise DatasetUnavailableError(
+            f"could not load '{hub_id}' from the Hugging Face hub "
+            f"({type(err).__name__}: {err}) and {DATA_DIR_ENV} is not set. "
+            + _how_to_get(name)
+        ) from err
+    table = ds.with_format("arrow")[:]
+    where = f"the hub's '{hub_id}' ({split} split)"
+    if name == "imdb":
+        cols = _imdb_columns(table, where)
+        try:
+            verify_split(name, split, cols["label"], where)
+        except ValueError as err:
+            raise DatasetUnavailableError(
+                f"{err} So the hub's data changed (recipe {RECIPE}). "
+                + _how_to_get(name)
+            ) from err
+        return _dataset(cols)
+    _require(table, ("text", "label"), where)
+    stars = 1 + _integers(table, "label", range(5), "classes 0-4 (stars - 1)", where)
+    try:
+        rows = sample_by_stars(stars, YELP_STAR_COUNTS[split], split)
+    except ValueError as err:
+        raise DatasetUnavailableError(
+            f"{where}: {err}; the hub's data changed. " + _how_to_get(name)
+        ) from err
+    texts = _texts(table, where).take(rows).to_pylist()
+    return _dataset(
+        {"text": [unescape_hub_text(t) for t in texts], "stars": stars[rows]}
+    )
+
+
+def load_reviews(name: str, split: str = "train"):
+    """``imdb`` or ``yelp`` as a ``datasets.Dataset``: ``text``, ``label`` (0/1) and
+    ``rating`` (IMDB 1-10, mirror only) or ``stars`` (Yelp 1, 2, 4, 5; 3-star reviews
+    dropped). ``ValueError`` for an unknown name or split or undocumented values;
+    :class:`DatasetUnavailableError`, saying how to get it, for data not found."""
+    if name not in _NAMES:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {_NAMES}")
+    if split not in _SPLITS:
+        raise ValueError(
+            f"unknown split {split!r} for {name!r}; choose one of {_SPLITS}"
+        )
+    import datasets
+
+    datasets.disable_progress_bars()  # keep notebook outputs stable
+    folder = _mirror_folder(name)
+    if folder is not None:
+        return _from_mirror(name, split, folder)
+    return _from_hub(name, split)
+
+
+def data_source() -> dict[str, Any]:
+    """Where :func:`load_reviews` reads from in this process, for a run's record: the
+    ``path``, the ``recipe`` and per dataset its source, rule and reviews per split."""
+    raw = os.environ.get(DATA_DIR_ENV)
+    if raw is None:
+        return {
+            "path": "Hugging Face hub",
+            "recipe": RECIPE,
+            "datasets": {
+                "imdb": {
+                    "source": HUB_IDS["imdb"],
+                    "rule": "whole splits, without star ratings",
+                    **{s: sum(IMDB_CLASS_COUNTS[s].values()) for s in _SPLITS},
+                },
+                "yelp": {
+                    "source": HUB_IDS["yelp"],
+                    "rule": f"seeded sample (seed {YELP_SAMPLE_SEED}) with the "
+                    "mirror's count per star",
+                    **{s: sum(YELP_STAR_COUNTS[s].values()) for s in _SPLITS},
+                },
+            },
+        }
+    if not raw.strip() or not Path(raw).expanduser().is_dir():
+        why = "set but empty" if not raw.strip() else "not a folder"
+        return {"path": f"{DATA_DIR_ENV} {why}", "recipe": RECIPE, "datasets": {}}
+    folder = Path(raw).expanduser()
+    found = {}
+    for name in _NAMES:
+        entry: dict[str, Any] = {"source": f"local mirror, {name}/<split>.parquet"}
+        entry["rule"] = "whole files" if name == "imdb" else "3-star reviews dropped"
+        for split in _SPLITS:
+            entry[split] = _mirror_rows(folder / name / f"{split}.parquet", name)
+        found[name] = entry
+    return {"path": "local mirror", "recipe": RECIPE, "datasets": found}
+
+
+def _mirror_rows(path: Path, name: str) -> int | None:
+    """Reviews :func:`load_reviews` gives from ``path`` (``None``: file unreadable)."""
+    try:
+        if name == "imdb":
+            return int(pq.read_metadata(path).num_rows)
+        stars = pq.read_table(path, columns=["stars"]).column("stars").to_numpy()
+        return int((stars != 3).sum())
+    except Exception:  # an absent or damaged file: the loader reports it when read
+        return None
+
+
+# ------------------------------------------------------------------------ tokenizing
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
+# every byte that cannot be part of a token (all but a-z and the apostrophe) -> space
+_SEPARATE = bytes(c if 97 <= c <= 122 or c == 39 else 32 for c in range(256))
 
 
-# ------------------------------------------------------------------------- tokenization
 def tokenize(text: str) -> list[str]:
-    """Split one text into tokens by the rule in the module docstring."""
+    """The tokens of ``text``: lower-cased, IMDB's ``<br />`` made a space, maximal
+    runs of ``a-z`` with at most one inner apostrophe (``don't``)."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
     return _TOKEN.findall(text.lower().replace("<br />", " "))
 
 
-# every byte that cannot be part of a token (all but a-z and the apostrophe) -> space
-_SEPARATE = bytes(c if 97 <= c <= 122 or c == 39 else 32 for c in range(256))
-
-
 def _clean(text: str) -> str:
-    """``text`` lower-cased, without IMDB line breaks, and with every character that
-    cannot be part of a token replaced by a space: its tokens by the rule of
-    :func:`tokenize` are those of ``text``, and each run of non-spaces is one token
-    unless it holds an apostrophe."""
+    """``text`` with every character that cannot be part of a token a space: each run
+    of non-spaces is one token of :func:`tokenize` unless it holds an apostrophe."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
     lower = text.lower().replace("<br />", " ")
@@ -95,8 +408,7 @@ def _clean(text: str) -> str:
 
 
 def _gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The positions ``starts[i] + 0, ..., starts[i] + lengths[i] - 1``, for all
-    ``i``."""
+    """The positions ``starts[i] + 0, ..., starts[i] + lengths[i] - 1``, for all i."""
     within = np.arange(int(lengths.sum())) - np.repeat(
         np.cumsum(lengths) - lengths, lengths
     )
@@ -106,11 +418,9 @@ def _gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def _occurrences(
     texts: Iterable[str],
 ) -> tuple[list[str], np.ndarray, np.ndarray, int]:
-    """Every token occurrence of ``texts`` by the rule of :func:`tokenize`, as its
-    document (``rows``) and its index in ``words`` (``codes``), in no particular
-    order; and the number of texts. The texts are split at spaces after
-    :func:`_clean`, in Arrow; only the pieces holding an apostrophe (or empty) go
-    through the regular expression, once per distinct piece."""
+    """Every token occurrence of ``texts`` as its document (``rows``) and its index in
+    ``words`` (``codes``), in no particular order, and the number of texts. Split at
+    spaces in Arrow; only pieces with an apostrophe go through the regex."""
     cleaned = [_clean(t) for t in texts]
     pieces = pc.ascii_split_whitespace(pa.array(cleaned, type=pa.large_string()))
     rows = pc.list_parent_indices(pieces).to_numpy().astype(np.int64, copy=False)
@@ -143,17 +453,9 @@ def _occurrences(
 
 @dataclass(frozen=True, eq=False)
 class TokenizedTexts:
-    """Texts tokenized once: their distinct tokens and how often each occurs in each
-    document, from which any :class:`Vocabulary` of the texts is built and the texts
-    encoded without tokenizing them again.
-
-    ``words`` are the distinct tokens in the vocabulary order (decreasing document
-    frequency, ties alphabetical), so the vocabulary of any ``min_df`` is a prefix of
-    them; ``document_frequency`` their document frequencies. Document ``i`` holds the
-    entries ``indptr[i]:indptr[i + 1]`` of ``token_ids`` (indices into ``words``,
-    increasing) and ``counts`` (occurrences, all >= 1); a document without tokens holds
-    none. The arrays are shared, not copied: do not modify them.
-    """
+    """Texts tokenized once. ``words``: the distinct tokens by decreasing document
+    frequency, ties alphabetical (a vocabulary is a prefix); document ``i`` holds
+    entries ``indptr[i]:indptr[i + 1]`` of ``token_ids`` (increasing) and ``counts``."""
 
     words: tuple[str, ...]
     document_frequency: np.ndarray
@@ -179,17 +481,8 @@ class TokenizedTexts:
     def n_documents(self) -> int:
         return self.indptr.size - 1
 
-    @property
-    def n_tokens(self) -> int:
-        """Token occurrences in all documents."""
-        return int(self.counts.sum())
-
-    def select(self, rows: object) -> "TokenizedTexts":
-        """The documents ``rows`` (row numbers, in that order), as if only their texts
-        had been tokenized."""
-        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if rows.size and (rows.min() < 0 or rows.max() >= self.n_documents):
-            raise ValueError(f"rows must lie in [0, {self.n_documents})")
+    def select(self, rows: np.ndarray) -> "TokenizedTexts":
+        """The documents ``rows`` (in that order), as if only they were tokenized."""
         lengths = np.diff(self.indptr)[rows]
         take = _gather(self.indptr[rows], lengths)
         new_rows = np.repeat(np.arange(rows.size), lengths)
@@ -204,10 +497,10 @@ def _ranked(
     codes: np.ndarray,
     counts: np.ndarray,
     n_documents: int,
-) -> "TokenizedTexts":
-    """:class:`TokenizedTexts` from distinct ``(row, code)`` pairs (any order) with
-    their counts: the words that occur are ranked by decreasing document frequency,
-    ties alphabetical, and the pairs sorted by row, then by rank."""
+) -> TokenizedTexts:
+    """:class:`TokenizedTexts` from distinct ``(row, code)`` pairs with their counts:
+    words ranked by decreasing document frequency (ties alphabetical), pairs sorted
+    by row, then rank."""
     df = np.bincount(codes, minlength=len(words))
     used = np.flatnonzero(df)
     names = np.asarray(words, dtype=object)[used]
@@ -229,11 +522,8 @@ def _ranked(
 
 @dataclass(frozen=True)
 class EncodedCorpus:
-    """A tokenized, vocabulary-encoded split.
-
-    ``counts`` holds the documents that kept at least one token; ``kept`` gives their
-    row numbers in the original split, so labels are ``labels[kept]``.
-    """
+    """A split encoded over a vocabulary: ``counts`` of the documents that kept a
+    token, ``kept`` their row numbers in the split."""
 
     counts: TokenCounts
     kept: np.ndarray
@@ -241,18 +531,11 @@ class EncodedCorpus:
     n_tokens: int
     n_dropped_tokens: int
 
-    @property
-    def n_dropped_documents(self) -> int:
-        return self.n_documents - int(self.kept.size)
-
-    @property
-    def dropped_token_fraction(self) -> float:
-        return self.n_dropped_tokens / max(self.n_tokens, 1)
-
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """Token strings with their ids and training document frequencies."""
+    """The training tokens in at least ``min_df`` documents; ids by decreasing
+    document frequency, ties alphabetical."""
 
     tokens: tuple[str, ...]
     document_frequency: np.ndarray
@@ -265,15 +548,9 @@ class Vocabulary:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def id(self, token: str) -> int:
-        """The id of ``token``; ``KeyError`` when it is not in the vocabulary."""
-        return self._index[token]
-
     @classmethod
     def build(cls, texts: Sequence[str], min_df: int) -> "Vocabulary":
         """The vocabulary of ``texts`` with document frequency at least ``min_df``."""
-        if min_df < 1:
-            raise ValueError(f"min_df must be at least 1, got {min_df}")
         return cls.from_tokenized(TokenizedTexts.of(texts), min_df)
 
     @classmethod
@@ -293,8 +570,7 @@ class Vocabulary:
     def build_and_encode(
         cls, texts: Sequence[str] | TokenizedTexts, min_df: int, *, drop_empty: bool
     ) -> tuple["Vocabulary", EncodedCorpus]:
-        """The vocabulary of ``texts`` (:meth:`build`) and the texts encoded over it
-        (:meth:`encode`), tokenizing them once."""
+        """The vocabulary of ``texts`` and the texts encoded over it, tokenized once."""
         tokens = (
             texts if isinstance(texts, TokenizedTexts) else TokenizedTexts.of(texts)
         )
@@ -304,20 +580,15 @@ class Vocabulary:
     def encode(
         self, texts: Sequence[str], *, drop_empty: bool = False
     ) -> EncodedCorpus:
-        """Token counts of ``texts`` over this vocabulary (vectorised).
-
-        Out-of-vocabulary tokens are dropped and counted in ``n_dropped_tokens``. A
-        document left without tokens raises ``ValueError`` unless ``drop_empty`` is
-        true, in which case it is left out and reported through ``kept`` /
-        ``n_dropped_documents``.
-        """
+        """Token counts of ``texts`` over this vocabulary; out-of-vocabulary tokens
+        are dropped and counted. A document left empty is a ``ValueError`` unless
+        ``drop_empty``, which leaves it out (see ``kept``)."""
         return self.encode_tokenized(TokenizedTexts.of(texts), drop_empty=drop_empty)
 
     def encode_tokenized(
         self, texts: TokenizedTexts, *, drop_empty: bool = False
     ) -> EncodedCorpus:
-        """:meth:`encode` for texts already tokenized: their distinct tokens are looked
-        up once and the per-document counts relabelled."""
+        """:meth:`encode` for texts already tokenized."""
         n = texts.n_documents
         if n == 0:
             raise ValueError("no texts to encode")
@@ -356,6 +627,6 @@ class Vocabulary:
             counts=counts_,
             kept=kept,
             n_documents=n,
-            n_tokens=texts.n_tokens,
+            n_tokens=int(texts.counts.sum()),
             n_dropped_tokens=int(texts.counts[~inside].sum()),
         )

@@ -1,26 +1,9 @@
-"""Data for the implicit-bias theorem: Assumption 1 exactly, and controlled violations
-of it.
+"""Data for the implicit-bias theorem: Assumption 1 exactly, and controlled violations.
 
-The vocabulary is split into blocks, in this order of ids: ``n_positive`` *completely
-positive* tokens (they occur only in positive sequences), ``n_negative`` *completely
-negative* tokens, ``n_irrelevant`` irrelevant tokens and, for
-:func:`partially_relevant_data`, ``n_partial``
-*partially relevant* tokens (they occur in both classes, more often in positive ones).
-
-All generators use a **paired construction**: sequences come in pairs ``(X_{2k},
-X_{2k+1})`` with labels ``(+1, -1)`` that share the same irrelevant tokens (the *body*)
-and the same length; only their relevant tokens differ. Every irrelevant token then has
-the same count and the same share ``n_s / T`` in the positive and the negative member of
-each pair, so its average signed frequency is exactly zero, not only in expectation.
-
-- :func:`assumption_one_data`: one relevant token per sequence (Assumption 1 holds
-  exactly);
-- :func:`two_relevant_data`: two distinct relevant tokens of the sequence's class per
-  sequence, drawn with unequal popularity (so their frequencies, and their embeddings
-  after one step, differ);
-- :func:`partially_relevant_data`: Assumption 1 plus partially relevant tokens that may
-  replace one irrelevant position, with probability ``q_positive`` in positive and
-  ``q_negative`` in negative sequences.
+Token ids in blocks: ``n_positive`` completely positive, ``n_negative`` completely
+negative, ``n_irrelevant`` irrelevant, then ``n_partial`` partially relevant. Sequences
+come in pairs (+1, -1) sharing their irrelevant tokens and length, so every irrelevant
+token has average signed frequency exactly zero.
 """
 
 from __future__ import annotations
@@ -28,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from attnbook.engine.counts import TokenCounts
 
@@ -42,21 +24,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SelectionData:
-    """A labelled corpus with the relevant tokens of every sequence recorded.
-
-    Attributes
-    ----------
-    counts:
-        the sequences as :class:`TokenCounts`.
-    labels:
-        ``(n,)`` int array of +-1 (alternating ``+1, -1`` over the pairs).
-    relevant:
-        per sequence, the sorted array of its completely relevant tokens (of its own
-        class).
-    token_class:
-        ``(V,)`` +1 completely positive, -1 completely negative, 0 irrelevant, 2
-        partially relevant.
-    """
+    """Sequences with +-1 ``labels`` (alternating over the pairs), each one's sorted
+    ``relevant`` tokens of its class, and ``token_class`` per id (+1, -1, 0 irrelevant,
+    2 partially relevant)."""
 
     counts: TokenCounts
     labels: np.ndarray
@@ -73,16 +43,12 @@ class SelectionData:
 
     @property
     def important(self) -> np.ndarray:
-        """``(n,)`` the relevant token of each sequence (only when there is exactly
-        one)."""
+        """The relevant token of each sequence (when there is exactly one)."""
         if any(r.size != 1 for r in self.relevant):
             raise ValueError(
                 "some sequences hold several relevant tokens: use .relevant"
             )
         return np.array([int(r[0]) for r in self.relevant], dtype=np.int64)
-
-    def labels_tensor(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        return torch.as_tensor(self.labels, dtype=dtype)
 
 
 def _check_sizes(
@@ -122,14 +88,9 @@ def _paired(
     zipf: float,
     balanced: bool = False,
 ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray]]:
-    """Shared core: paired bodies plus ``n_relevant`` distinct own-class tokens per
-    sequence.
-
-    ``balanced`` (one relevant token only): pair ``k`` uses relevant token ``k mod
-    n_class`` of a random order of each block, so every relevant token occurs in the
-    same number of sequences (up to one) and all relevant tokens of a class have
-    (nearly) equal frequency.
-    """
+    """Paired bodies plus ``n_relevant`` distinct own-class tokens per sequence, drawn
+    by popularity ``1 / rank^zipf``; ``balanced``: pair ``k`` uses token ``k mod
+    n_class`` of a random order of each block (equal frequencies, up to one)."""
     pos_ids = np.arange(n_positive)
     neg_ids = n_positive + np.arange(n_negative)
     irr0 = n_positive + n_negative
@@ -161,8 +122,7 @@ def _selection_data(
     n_irrelevant: int,
     n_partial: int = 0,
 ) -> SelectionData:
-    """The sequences as counts over the blocks positive, negative, irrelevant, partial
-    (in this order of ids), with the class of every token (1, -1, 0 and 2)."""
+    """The sequences as counts, with the class of every token (1, -1, 0 and 2)."""
     token_class = np.concatenate(
         [
             np.full(n_positive, 1),
@@ -186,14 +146,9 @@ def assumption_one_data(
     balanced: bool = True,
     rng: np.random.Generator,
 ) -> SelectionData:
-    """``2 n_pairs`` sequences of ``length`` tokens satisfying Assumption 1 exactly.
-
-    Each sequence holds ``length - 1`` irrelevant tokens (uniform, shared with its pair
-    partner) and one relevant token of its class. With ``balanced`` (default) the
-    relevant tokens are used in turn, so all of a class occur equally often (up to one);
-    otherwise they are drawn with probabilities proportional to ``1 / rank^zipf``
-    (``zipf = 0``: uniform).
-    """
+    """``2 n_pairs`` sequences of ``length`` tokens satisfying Assumption 1 exactly:
+    ``length - 1`` uniform irrelevant tokens shared with the pair partner and one
+    relevant token of its class (in turn with ``balanced``, else by popularity)."""
     _check_sizes(n_pairs, n_positive, n_negative, n_irrelevant, length, 1)
     seqs, labels, relevant = _paired(
         rng, n_pairs, n_positive, n_negative, n_irrelevant, length, 1, zipf, balanced
@@ -211,13 +166,8 @@ def two_relevant_data(
     zipf: float = 1.0,
     rng: np.random.Generator,
 ) -> SelectionData:
-    """Like :func:`assumption_one_data` but with two distinct relevant tokens per
-    sequence.
-
-    The two are drawn without replacement with probabilities proportional to ``1 /
-    rank^zipf``, so popular relevant tokens have a larger average signed frequency than
-    rare ones. Irrelevant tokens still have average signed frequency exactly zero.
-    """
+    """:func:`assumption_one_data` with two distinct relevant tokens per sequence,
+    drawn by popularity ``1 / rank^zipf`` (popular ones get a larger frequency)."""
     _check_sizes(n_pairs, n_positive, n_negative, n_irrelevant, length, 2)
     seqs, labels, relevant = _paired(
         rng, n_pairs, n_positive, n_negative, n_irrelevant, length, 2, zipf
@@ -237,17 +187,9 @@ def partially_relevant_data(
     q_negative: float = 0.2,
     rng: np.random.Generator,
 ) -> SelectionData:
-    """Assumption 1 data plus ``n_partial`` partially relevant tokens (ids after the
-    irrelevant block).
-
-    In each pair, the last body position holds an irrelevant token shared by both
-    members; it is replaced by a partially relevant token (uniform in its block) with
-    probability ``q_positive`` in the positive member and ``q_negative`` in the negative
-    member, independently. With ``q_positive > q_negative`` these tokens have a positive
-    average signed frequency although they occur in both classes. The replaced
-    irrelevant tokens lose their exact pairing, so Assumption 1 is violated in two
-    controlled ways.
-    """
+    """Assumption 1 data where the last body position of each member becomes a
+    partially relevant token (uniform in its block) with probability ``q_positive``
+    (positive member) or ``q_negative`` (negative), independently."""
     _check_sizes(n_pairs, n_positive, n_negative, n_irrelevant, length, 1)
     if n_partial < 1:
         raise ValueError("n_partial must be positive")

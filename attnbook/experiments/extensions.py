@@ -27,9 +27,9 @@ from attnbook.data.corpus import (
     ReviewCorpus,
     build_review_corpus,
     corpus_from_splits,
+    load_split,
 )
 from attnbook.data.reviews import load_reviews
-from attnbook.data.splits import load_split
 from attnbook.engine.counts import TokenCounts
 from attnbook.experiments.importance import (
     bin_statistics,

@@ -17,8 +17,12 @@ import dataclasses
 
 import numpy as np
 
-from attnbook.data.corpus import ReviewCorpus, corpus_from_splits, min_df_for_tokens
-from attnbook.data.splits import load_split
+from attnbook.data.corpus import (
+    ReviewCorpus,
+    corpus_from_splits,
+    load_split,
+    min_df_for_tokens,
+)
 from attnbook.experiments.importance import partial_spearman, spearman
 from attnbook.validation import check_generator
 
@@ -57,7 +61,7 @@ def reviews_for_vocabulary(
     With ``rng`` it is a class-balanced sample of both splits
     (:func:`balanced_indices`); without, all of it. Returns the corpus and
     ``min_df``. Each split is read and tokenized once
-    (:func:`attnbook.data.splits.load_split`)."""
+    (:func:`attnbook.data.corpus.load_split`)."""
     if target_vocab < 1:
         raise ValueError(f"target_vocab must be positive, got {target_vocab}")
     parts = {}

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from attnbook.data.labels import as_signed_labels
 from attnbook.engine.counts import TokenCounts, as_token_counts
 from attnbook.engine.segments import row_shift, segment_sum
 from attnbook.theory.selections import selection_sets
+from attnbook.validation import as_signed_labels
 
 #: A step is rejected when the loss rises by more than this many units of float64
 #: rounding (2^-53) of the terms ``pi_s |b_s - b_{r_i}|`` whose sums give the change of

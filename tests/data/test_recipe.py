@@ -1,4 +1,4 @@
-"""The hub path yields the mirror's kind of corpus (attnbook.data.recipe), offline.
+"""The hub path yields the mirror's kind of corpus (attnbook.data.reviews), offline.
 
 ``datasets.load_dataset`` is replaced by a function that returns small local datasets
 shaped like the hub's: ``Yelp/yelp_review_full`` (a ``label`` ClassLabel 0-4 for 1-5
@@ -18,21 +18,19 @@ import pytest
 
 from attnbook.book.environment import data_table, describe_data
 from attnbook.data.corpus import prepare_reviews
-from attnbook.data.recipe import (
+from attnbook.data.reviews import (
+    DATA_DIR_ENV,
     HUB_IDS,
     IMDB_CLASS_COUNTS,
     RECIPE,
     YELP_SAMPLE_SEED,
     YELP_STAR_COUNTS,
-    sample_by_stars,
-    unescape_hub_text,
-)
-from attnbook.data.reviews import (
-    DATA_DIR_ENV,
     DatasetUnavailableError,
     data_source,
     load_reviews,
+    sample_by_stars,
     tokenize,
+    unescape_hub_text,
 )
 
 datasets = pytest.importorskip("datasets")
@@ -166,7 +164,7 @@ def test_hub_yelp_corpus_has_the_mirror_counts(hub):
     that tests/data/test_corpus.py asserts on the mirror."""
     corpus = prepare_reviews("yelp", min_df=10)
     assert corpus.n_documents == {"train": 13_983, "test": 3_495}
-    assert corpus.positive_fraction["train"] == pytest.approx(10_781 / 13_983)
+    assert corpus.summary()["positive_fraction_train"] == pytest.approx(10_781 / 13_983)
     assert set(np.unique(corpus.train_stars)) == {1, 2, 4, 5}
 
 
@@ -234,14 +232,8 @@ def test_data_source_names_the_path_recipe_and_sizes(monkeypatch, tmp_path):
 def test_sample_by_stars_arguments():
     stars = np.array([1, 2, 2, 4, 5, 5, 5])
     assert sample_by_stars(stars, {5: 3, 2: 2}, "test").tolist() == [1, 2, 4, 5, 6]
-    with pytest.raises(ValueError, match="split must be"):
-        sample_by_stars(stars, {5: 1}, "validation")
-    with pytest.raises(ValueError, match="1-D integer"):
-        sample_by_stars(stars.astype(float), {5: 1}, "train")
     with pytest.raises(ValueError, match="has 1 reviews with 4 stars"):
         sample_by_stars(stars, {4: 2}, "train")
-    with pytest.raises(ValueError, match=">= 0"):
-        sample_by_stars(stars, {4: -1}, "train")
 
 
 # ---------------------------------------------------- against the mirror, where present

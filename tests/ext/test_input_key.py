@@ -90,7 +90,7 @@ def _tree(root):
             "attnbook/__init__.py": "",
             "attnbook/theory.py": "X = 1\n",
             "attnbook/data/__init__.py": "",
-            "attnbook/data/sources.py": "Y = 2\n",
+            "attnbook/data/reviews.py": "Y = 2\n",
             "attnbook/engine/__init__.py": "",
             "attnbook/engine/kernels.py": "",
             "attnbook/engine/count_kernels.c": "int f(void);\n",
@@ -106,7 +106,7 @@ def _tree(root):
         json.dumps(
             _nb(
                 nbformat.v4.new_code_cell(
-                    "import attnbook.data.sources\nimport attnbook.engine.kernels"
+                    "import attnbook.data.reviews\nimport attnbook.engine.kernels"
                 )
             )
         )

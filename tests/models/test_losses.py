@@ -2,12 +2,12 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.data.labels import as_signed_labels
 from attnbook.data.synthetic import SyntheticSpec, sample_sequences
 from attnbook.engine.counts import TokenCounts
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.runtime import seed_everything
 from attnbook.theory.frequency import average_signed_frequency
+from attnbook.validation import as_signed_labels
 
 
 def test_counts_roundtrip():
