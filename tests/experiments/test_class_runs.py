@@ -1,4 +1,4 @@
-"""The K-class section's data and one step (attnbook.experiments.class_runs)."""
+"""The K-class section's data and one step (attnbook.experiments.extensions)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from attnbook.data.synthetic import SyntheticSpec, sample_sequences
-from attnbook.experiments import class_runs
+from attnbook.experiments import extensions as class_runs
 from attnbook.theory.one_step_check import pearson
 
 
