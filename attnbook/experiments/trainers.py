@@ -201,10 +201,10 @@ def mlp_trainer(
             mlp, mlp_attention_output, train_index, test_index, y, y_test, steps, lr
         )
         if linear:
-            loss = binary_loss_closure(lin, train, y)
-            metrics["linear test accuracy"] = _fit_binary(
-                lin, _one_layer_output, train, test, y, y_test, steps, lr, loss
-            )["test accuracy"]
+            fit(lin, binary_loss_closure(lin, train, y), steps=steps, lr=lr)
+            with torch.no_grad():
+                lin_test = _one_layer_output(lin, test)
+                metrics["linear test accuracy"] = accuracy(lin_test, y_test)
         return scores(), initial, metrics
 
     return run
