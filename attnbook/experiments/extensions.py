@@ -82,11 +82,9 @@ def imdb_rating_bands(ratings: object) -> np.ndarray:
     """IMDB ratings in four bands: 1-2, 3-4, 7-8, 9-10 as classes 0 to 3."""
     if ratings is None:
         raise ValueError(
-            "IMDB star ratings are missing: the hub's stanfordnlp/imdb has none. "
-            "Build the "
-            "local mirror from the original archive (python -m attnbook.data.mirror) "
-            "and "
-            "set ATTNBOOK_DATA_DIR to it."
+            "IMDB star ratings are missing: the hub's stanfordnlp/imdb has none. Build "
+            "the local mirror from the original archive (python -m "
+            "attnbook.data.mirror) and set ATTNBOOK_DATA_DIR to it."
         )
     r = np.asarray(ratings)
     if r.ndim != 1 or r.dtype.kind not in "iu":
