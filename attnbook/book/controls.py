@@ -152,12 +152,8 @@ def metric_ranges(
     return out
 
 
-#: The shapes of a trend, with the statistic that measures each.
-SHAPES = {
-    "monotone": "ρ(score, I)",
-    "u": "ρ(score, |I|)",
-    "arms": "smaller of ρ(score, I) over I > 0 and ρ(score, −I) over I < 0",
-}
+#: The shapes of a trend that :func:`trend_statistic` measures.
+SHAPES = ("monotone", "u", "arms")
 
 
 def documents_per_token(counts: TokenCounts) -> np.ndarray:
