@@ -1,7 +1,4 @@
-"""The figures of two extension sections: the picture at small embedding dimension
-(:func:`small_dim_figure`) and the models on XOR data (:func:`xor_figure`). Each
-function returns the figure; the section shows it with
-:func:`attnbook.book.plotting.show`."""
+"""The figures of the small-dimension and XOR sections."""
 
 from __future__ import annotations
 
@@ -10,9 +7,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from attnbook.book.controls import binned_panels
+from attnbook.book.controls import Run, binned_panels, scores_of
 from attnbook.book.plotting import PALETTE, panel_grid
-from attnbook.experiments.seeded_runs import Run, scores_of
 
 __all__ = ["small_dim_figure", "xor_figure"]
 
@@ -22,10 +18,9 @@ def small_dim_figure(
     heldout: np.ndarray,
     trained: Mapping[int, Sequence[Run]],
 ):
-    """Three panels: the one-step correlation against ``d`` (measured beside the
-    noise-only prediction), and the bin means of ``E_s . v`` and ``E_s . p`` (first
-    initialization, divided by their standard deviation) against the held-out
-    importance, one line per dimension."""
+    """The one-step correlation against ``d`` beside its prediction, and the scaled bin
+    means of ``E_s . v`` and ``E_s . p`` against the held-out importance per dimension.
+    """
     import seaborn as sns
 
     fig, axes = panel_grid(3, row_height=3.0)
@@ -80,9 +75,8 @@ def small_dim_figure(
 
 
 def xor_figure(curves: pd.DataFrame, shown: Sequence[str], scores: pd.DataFrame):
-    """Two panels: the test accuracy of the ``shown`` models along training, and the
-    attention score of the signal tokens and of the neutral ones (mean) after
-    training, one bar per model."""
+    """The test accuracy of the ``shown`` models along training, and the attention score
+    of the signal and neutral tokens after training."""
     import seaborn as sns
 
     fig, axes = panel_grid(2, one_column=True, row_height=2.7)

@@ -1,21 +1,7 @@
-"""A synthetic task whose label is the XOR of two tokens, so every average signed
-frequency is zero.
-
-Vocabulary (ids in this order): ``a``, ``not_a``, ``b``, ``not_b``, then ``n_neutral``
-neutral tokens. Data come in *quadruples*: one filler of ``length - 2`` neutral tokens
-(i.i.d. uniform) is drawn, and four sequences are made from it by adding one token of
-the pair ``{a, not_a}`` and one of ``{b, not_b}`` in all four ways. The label is
-
-    y = +1  if exactly one of a, b is present  (a XOR b),     y = -1 otherwise.
-
-Within a quadruple, ``a`` occurs once in a positive sequence (with ``not_b``) and once
-in a negative one (with ``b``), both of the same length; the same holds for ``not_a``,
-``b``, ``not_b``, and every neutral token occurs equally often in two positive and two
-negative sequences of the same length. Hence every average signed frequency ``alpha_s``
-is *exactly* zero (:func:`attnbook.theory.frequency.average_signed_frequency` returns
-zeros up to rounding), and so is every first-order statistic of the form ``sum_i y_i
-phi(n_s(X_i), T_i)``.
-"""
+"""A synthetic task whose label is the XOR of two tokens: tokens ``a``, ``not_a``,
+``b``, ``not_b``, then neutral ones; each filler makes four sequences, one per pair of
+signal tokens, ``y = +1`` iff exactly one of ``a``, ``b`` is present. Every average
+signed frequency is exactly zero."""
 
 from __future__ import annotations
 
@@ -52,12 +38,6 @@ class XorSpec:
     def vocab_size(self) -> int:
         return 4 + self.n_neutral
 
-    @property
-    def token_names(self) -> list[str]:
-        return ["a", "not a", "b", "not b"] + [
-            f"neutral {i}" for i in range(self.n_neutral)
-        ]
-
 
 @dataclass(frozen=True)
 class XorData:
@@ -74,8 +54,7 @@ class XorData:
 
 
 def sample_xor(spec: XorSpec, n_quadruples: int, rng: np.random.Generator) -> XorData:
-    """Draw ``n_quadruples`` fillers and return the ``4 n_quadruples`` labelled
-    sequences."""
+    """The ``4 n_quadruples`` labelled sequences of ``n_quadruples`` random fillers."""
     if n_quadruples < 1:
         raise ValueError(f"n_quadruples must be positive, got {n_quadruples}")
     check_generator(rng)

@@ -1,26 +1,14 @@
-"""Helpers of the extensions chapter: class maps, per-class importance, trend
-statistics.
-
-- :func:`yelp_star_classes`, :func:`imdb_rating_bands` -- four classes from star
-  ratings;
-- :func:`class_importance` -- one-vs-rest token importance for every class;
-- :func:`subsample_corpus` -- a random subset of a review data set with its own
-  vocabulary; :func:`short_reviews` -- its short training reviews with all its test
-  reviews;
-- :data:`REBUTTAL_MLP_CLS`, :func:`u_comparison` -- the bin means of ``E_s . p`` the
-  authors reported for the MLP head, beside the book's;
-- :func:`trend_statistics` -- rank correlation with a bootstrap interval and a
-  bin-monotonicity score for a per-token quantity against importance
-  (``shape="monotone"``) or against the absolute importance (``shape="u"``, the U-shape
-  of ``E_s . p``).
-
-The binned figures use :func:`attnbook.book.plotting.plot_binned`.
-"""
+"""Helpers of the extension chapters: class maps, per-class importance and one step of
+the K-class model, review subsets and the trend statistics of a per-token score against
+importance."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pandas as pd
+import torch
 
 from attnbook.data.corpus import (
     STAR_COLUMNS,
@@ -28,6 +16,7 @@ from attnbook.data.corpus import (
     build_review_corpus,
     corpus_from_splits,
     load_split,
+    prepare_reviews,
 )
 from attnbook.data.reviews import load_reviews
 from attnbook.engine.counts import TokenCounts
@@ -37,6 +26,12 @@ from attnbook.experiments.importance import (
     observed_range,
     token_importance,
 )
+from attnbook.theory.one_step import (
+    class_signed_frequency,
+    one_gradient_step_multiclass,
+    predicted_class_alignment,
+)
+from attnbook.theory.one_step_check import init_one_step
 from attnbook.validation import ArgumentTypeError, check_count, check_generator
 
 __all__ = [
@@ -47,6 +42,8 @@ __all__ = [
     "yelp_star_classes",
     "imdb_rating_bands",
     "class_importance",
+    "class_reviews",
+    "class_one_step",
     "subsample_corpus",
     "short_reviews",
     "bin_monotonicity",
@@ -69,8 +66,7 @@ IMDB_BAND_NAMES = ("rating 1-2", "rating 3-4", "rating 7-8", "rating 9-10")
 
 
 def yelp_star_classes(stars: object) -> np.ndarray:
-    """Yelp stars 1, 2, 4, 5 as classes 0, 1, 2, 3 (3-star reviews must be removed
-    before)."""
+    """Yelp stars 1, 2, 4, 5 as classes 0, 1, 2, 3 (3-star reviews removed before)."""
     s = np.asarray(stars)
     if s.ndim != 1 or s.dtype.kind not in "iu":
         raise ValueError("stars must be a 1-D integer array")
@@ -83,15 +79,12 @@ def yelp_star_classes(stars: object) -> np.ndarray:
 
 
 def imdb_rating_bands(ratings: object) -> np.ndarray:
-    """IMDB ratings in four bands: 1-2 -> 0, 3-4 -> 1, 7-8 -> 2, 9-10 -> 3 (5 and 6 do
-    not occur)."""
+    """IMDB ratings in four bands: 1-2, 3-4, 7-8, 9-10 as classes 0 to 3."""
     if ratings is None:
         raise ValueError(
-            "IMDB star ratings are missing: the hub's stanfordnlp/imdb has none. "
-            "Build the "
-            "local mirror from the original archive (python -m attnbook.data.mirror) "
-            "and "
-            "set ATTNBOOK_DATA_DIR to it."
+            "IMDB star ratings are missing: the hub's stanfordnlp/imdb has none. Build "
+            "the local mirror from the original archive (python -m "
+            "attnbook.data.mirror) and set ATTNBOOK_DATA_DIR to it."
         )
     r = np.asarray(ratings)
     if r.ndim != 1 or r.dtype.kind not in "iu":
@@ -105,9 +98,7 @@ def imdb_rating_bands(ratings: object) -> np.ndarray:
 def class_importance(
     counts: TokenCounts, classes: object, n_classes: int
 ) -> np.ndarray:
-    """``(V, K)`` one-vs-rest importance: column ``k`` is
-    :func:`attnbook.experiments.importance.token_importance` (class-balanced) with class
-    ``k`` as the positive class and all other classes as negative."""
+    """``(V, K)`` one-vs-rest importance: column ``k`` takes class ``k`` as positive."""
     if not isinstance(counts, TokenCounts):
         raise ArgumentTypeError(
             f"counts must be a TokenCounts, got {type(counts).__name__}"
@@ -130,12 +121,61 @@ def class_importance(
     )
 
 
+def class_reviews(
+    name: str,
+    min_df: int,
+    to_classes: Callable[[np.ndarray], np.ndarray],
+    n_classes: int,
+) -> dict[str, object]:
+    """The reviews ``name`` with the classes ``to_classes`` gives their stars:
+    ``corpus``, ``y_train``, ``y_test`` and the training split's per-class
+    ``importance``."""
+    corpus = prepare_reviews(name, min_df)
+    y_train = torch.from_numpy(to_classes(corpus.train_stars))
+    return {
+        "corpus": corpus,
+        "y_train": y_train,
+        "y_test": torch.from_numpy(to_classes(corpus.test_stars)),
+        "importance": class_importance(corpus.train, y_train.numpy(), n_classes),
+    }
+
+
+def class_one_step(
+    corpus: ReviewCorpus,
+    y_train: torch.Tensor,
+    n_classes: int,
+    dim: int,
+    *,
+    seed: int,
+    eta: float = 1.0,
+    device: torch.device | str = "cpu",
+) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
+    """One step of size ``eta`` on ``E`` from scale 1e-4: measured ``E^1_s . v_k``, the
+    prediction ``eta gamma_sk |v_k|^2`` without cross terms, and ``gamma``."""
+    params = init_one_step(
+        corpus.vocab_size,
+        dim,
+        init_scale=1e-4,
+        n_classes=n_classes,
+        generator=torch.Generator().manual_seed(seed),
+        dtype=torch.float32,
+        device=device,
+    )
+    E1 = one_gradient_step_multiclass(
+        params, corpus.train.to(device), y_train.to(device), eta
+    )
+    gamma = class_signed_frequency(corpus.train, y_train, n_classes, corpus.vocab_size)
+    W0 = params["W"]
+    measured = (E1 @ W0).cpu().double().numpy()
+    diagonal = predicted_class_alignment(gamma, W0.double(), eta, cross_terms=False)
+    return measured, diagonal.cpu().numpy(), gamma
+
+
 def subsample_corpus(
     name: str, n_train: int, n_test: int, min_df: int, rng: np.random.Generator
 ):
-    """A random subset (``n_train`` training, ``n_test`` test reviews) of ``imdb`` or
-    ``yelp``, encoded over a vocabulary built on the training subset (document frequency
-    >= ``min_df``), as a :class:`attnbook.data.corpus.ReviewCorpus`."""
+    """A random subset of ``n_train`` training and ``n_test`` test reviews of ``name``,
+    encoded over the training subset's vocabulary (document frequency >= ``min_df``)."""
     n_train, n_test = check_count(n_train, "n_train"), check_count(n_test, "n_test")
     min_df = check_count(min_df, "min_df")
     check_generator(rng)
@@ -166,12 +206,9 @@ def subsample_corpus(
 def short_reviews(
     name: str, max_words: int, min_df: int
 ) -> tuple[ReviewCorpus, np.ndarray]:
-    """The training reviews of ``imdb`` or ``yelp`` with at most ``max_words``
-    distinct words and *all* its test reviews, encoded over the vocabulary of those
-    training reviews (document frequency >= ``min_df``); and the rows of the corpus's
-    test split that hold at most ``max_words`` distinct words (test reviews of the
-    kind the model is trained on). The rest of the test split serves to measure the
-    token importance on held-out reviews."""
+    """The training reviews with at most ``max_words`` distinct words and all test
+    reviews, over those training reviews' vocabulary; and the rows of the short test
+    reviews."""
     max_words = check_count(max_words, "max_words")
     min_df = check_count(min_df, "min_df")
     train, test = load_split(name, "train"), load_split(name, "test")
@@ -191,8 +228,7 @@ def short_reviews(
 
 
 def real_array(x: object, what: str) -> np.ndarray:
-    """``x`` (NumPy or torch) as a float64 array of real numbers (NaN allowed: it
-    marks a token to leave out); ``what`` names it in the errors."""
+    """``x`` (NumPy or torch) as a float64 array (NaN marks a token left out)."""
     raw = x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
     if raw.dtype.kind not in "biuf":
         raise ArgumentTypeError(f"{what} must hold real numbers, got dtype {raw.dtype}")
@@ -208,9 +244,8 @@ def bin_monotonicity(
     hi: float = 1.0,
     min_count: int = 20,
 ) -> float:
-    """Fraction of consecutive pairs of bins (each with at least ``min_count`` tokens)
-    whose mean of ``values`` increases: 1 for an increasing profile, 0.5 for no
-    trend."""
+    """Fraction of consecutive bins (``min_count`` tokens or more) whose mean increases:
+    1 for an increasing profile, 0.5 for no trend."""
     min_count = check_count(min_count, "min_count")
     stats = bin_statistics(x, values, n_bins, lo, hi)
     means = stats.loc[stats["count"] >= min_count, "mean"].to_numpy()
@@ -228,13 +263,8 @@ def trend_statistics(
     n_boot: int = 200,
     min_count: int = 20,
 ) -> dict[str, float]:
-    """Spearman correlation (with a 95 % token bootstrap interval) and bin monotonicity.
-
-    ``shape="monotone"``: of ``values`` against ``importance`` (20 bins on ``[-1, 1]``);
-    ``shape="u"``: against ``|importance|`` (10 bins on ``[0, 1]``), the statistic of a
-    U-shape. Tokens with NaN importance are left out. Returns ``rho, low, high,
-    monotone, n_tokens``.
-    """
+    """Spearman's rho with a 95 % bootstrap interval and the bin monotonicity of
+    ``values`` against ``importance`` (``"monotone"``) or ``|importance|`` (``"u"``)."""
     x = real_array(importance, "importance")
     v = real_array(values, "values")
     if x.shape != v.shape or x.ndim != 1:
@@ -261,11 +291,8 @@ def trend_statistics(
 def u_comparison(
     importance: object, scores: list, paper: pd.DataFrame, *, min_count: int = 20
 ) -> pd.DataFrame:
-    """The paper's bin means (``paper``: columns ``centre``, ``mean``) beside the
-    book's:
-    20 equal bins over the observed range of ``importance`` (as the paper's), one row
-    per bin, with the number of tokens and the mean, smallest and largest bin mean over
-    the runs in ``scores`` (bins with fewer than ``min_count`` tokens: NaN)."""
+    """The paper's bin means beside the book's over 20 bins of the observed range:
+    tokens per bin and the mean, smallest and largest bin mean over the runs."""
     x = real_array(importance, "importance")
     keep = np.isfinite(x)
     lo, hi = observed_range(x)

@@ -1,7 +1,5 @@
 """The tables of the chapters on selection by the class token, one row per run of the
-flow on ``p``: the theorem's statistics on one instance, the selection with two
-relevant or partially relevant tokens, the rates of exchange between two tokens, the
-outcomes of the regime map, and the max-margin solution's multipliers."""
+flow on ``p``."""
 
 from __future__ import annotations
 
@@ -43,15 +41,14 @@ __all__ = [
 
 
 def multipliers(solution: MaxMarginSolution) -> dict[tuple[int, int], float]:
-    """The multiplier of each constraint of a max-margin solution, keyed by (token that
-    must win, token that must lose)."""
+    """Each constraint's multiplier, keyed by (token that must win, token that must
+    lose)."""
     pairs = zip(solution.winners.tolist(), solution.losers.tolist())
     return dict(zip(pairs, solution.dual))
 
 
 def separable(E: torch.Tensor, sequences: object, selected: object) -> bool:
-    """Whether the max-margin problem of the selection has a solution (the solver
-    refuses an infeasible one with ``ValueError``)."""
+    """Whether the selection's max-margin problem has a solution."""
     try:
         max_margin_solution(E, sequences, selected)
     except ValueError:
@@ -60,8 +57,7 @@ def separable(E: torch.Tensor, sequences: object, selected: object) -> bool:
 
 
 def class_table(alpha: np.ndarray, token_class: np.ndarray) -> pd.DataFrame:
-    """Number of tokens and range of ``alpha_s`` of the completely positive (+1),
-    completely negative (-1) and irrelevant (0) tokens."""
+    """Tokens and range of ``alpha_s`` per class (+1, -1, 0)."""
     classes = (1, -1, 0)
     return pd.DataFrame(
         {
@@ -81,10 +77,7 @@ def theorem_row(
     path: FlowPath,
     late_from: float,
 ) -> dict[str, float]:
-    """The hypotheses and the conclusions of the implicit-bias theorem on one instance:
-    the smallest value gap of the important tokens, ``||p_mm||``, its support, its
-    largest KKT residual, the path's statistics (:func:`path_summary`), the largest
-    attention left off the important tokens at the end, and the integrator's steps."""
+    """The implicit-bias theorem's hypotheses and conclusions on one instance."""
     p_end = torch.as_tensor(path.p[-1], device=E1.device)
     counts, important = instance.counts, instance.important
     return {
@@ -99,8 +92,7 @@ def theorem_row(
 
 
 def along_across(path: FlowPath, p_mm: np.ndarray, log_t: float) -> tuple[float, float]:
-    """The component of ``p(t)`` along ``p_mm`` and its distance from the ``p_mm``
-    axis, at the checkpoint nearest ``log_t``."""
+    """``p(t)``'s component along ``p_mm`` and distance from its axis, at ``log_t``."""
     k = int(np.argmin(np.abs(np.log(np.maximum(path.t, 1e-300)) - log_t)))
     unit = p_mm / np.linalg.norm(p_mm)
     along = float(path.p[k] @ unit)
@@ -110,12 +102,7 @@ def along_across(path: FlowPath, p_mm: np.ndarray, log_t: float) -> tuple[float,
 def two_relevant_row(
     instance, E1: torch.Tensor, v: torch.Tensor, path: FlowPath
 ) -> dict:
-    """What the limit of a flow selects on data with two relevant tokens per sequence:
-    the attention on relevant and irrelevant tokens at the end, the most tokens kept in
-    a sequence, the fraction of sequences that keep the relevant token of largest value,
-    the cosines with the max-margin directions of the flow's selection and of all
-    relevant tokens, and the smallest score deficit of a passed-over larger-value
-    token."""
+    """What the limit of a flow selects with two relevant tokens per sequence."""
     values = (E1 @ v).cpu().numpy()
     relevant, labels = instance.relevant, instance.labels
     best = [r[np.argmax(y * values[r])] for r, y in zip(relevant, labels)]
@@ -144,9 +131,8 @@ def two_relevant_row(
 def pair_derivative_rows(
     instance, E1: torch.Tensor, v: torch.Tensor, path: FlowPath, log_t: float
 ) -> list[dict]:
-    """The rate of exchange between the two relevant tokens of every sequence
-    (:func:`~attnbook.theory.flow_analysis.pair_derivatives`), at ``p(0)`` and at the
-    checkpoint nearest ``log_t``; one row per sequence and point."""
+    """The rate of exchange between the two relevant tokens of every sequence, at
+    ``p(0)`` and at ``log_t``."""
     k = int(np.argmin(np.abs(np.log(np.maximum(path.t, 1e-300)) - log_t)))
     values = (E1 @ v).cpu().numpy()
     sequences = instance.counts.to_sequences()
@@ -162,11 +148,7 @@ def pair_derivative_rows(
 
 
 def partial_row(instance, E1: torch.Tensor, v: torch.Tensor, path: FlowPath) -> dict:
-    """What the limit of a flow selects on data with a partially relevant token
-    (class 2): its value against the completely positive tokens', how many positive
-    sequences hold it and select it, how many negative sequences select it, the cosine
-    with the max-margin direction of the flow's selection, and the smallest attention
-    left on an important token."""
+    """What the limit of a flow selects with a partially relevant token (class 2)."""
     values = (E1 @ v).cpu().numpy()
     p_end = torch.as_tensor(path.p[-1], device=E1.device)
     chosen = limit_selection(E1, p_end, instance.counts)
@@ -188,11 +170,7 @@ def partial_row(instance, E1: torch.Tensor, v: torch.Tensor, path: FlowPath) -> 
 
 
 def reduction_row(setting, path: FlowPath, value_scale: float, length: int) -> dict:
-    """The flow on ``p`` from ``E0 = 0`` against the two-token reduction: the value
-    ``B``, ``u = B p . v`` at the start and at the end of ``path`` (a step chosen so
-    that ``(eta/2)|alpha*| = value_scale``), the end of the reduced flow from the same
-    ``u(0)`` over the same time, its rest point, and the smallest important mass at
-    the end."""
+    """The flow on ``p`` from ``E0 = 0`` against the two-token reduction."""
     v = setting.v.numpy()
     u = value_scale * (path.p @ v)
     value = value_scale * float(v @ v)
@@ -210,19 +188,15 @@ def reduction_row(setting, path: FlowPath, value_scale: float, length: int) -> d
 
 
 def outcome_table(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
-    """One letter per instance (S selects, C collapses, U undecided; lower case: the
-    value gap is below the irrelevant values' spread), value down, ``columns`` across;
-    ``runs`` needs the columns ``seed``, ``value_scale`` and ``mark``."""
+    """One letter per instance (S selects, C collapses, U undecided; lower case: gap
+    below the spread), value down, ``columns`` across."""
     marks = runs.sort_values("seed").groupby(["value_scale", *columns])["mark"]
     return marks.agg("".join).unstack(columns).fillna("")
 
 
 def not_monotone(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """The rows of ``runs`` (columns ``by``, ``value`` and ``outcome``) whose group
-    along ``by`` is not monotone in the value: some run that does not select lies
-    above a run that selects (undecided runs left out). One row per such group: its
-    keys, the outcomes' letters in the order of the value and the values where a run
-    fails to select above a selecting one."""
+    """The groups of ``runs`` along ``by`` where a run that does not select lies above
+    one that selects (undecided runs left out)."""
     rows = []
     decided = runs[runs["outcome"] != "undecided"]
     for keys, part in decided.sort_values("value").groupby(list(by)):
@@ -255,14 +229,7 @@ def map_counts(
     random_part: pd.Series,
     vocab_size: int,
 ) -> dict[str, float]:
-    """The counts the regime map's text reads, from the chapter's masks of its runs:
-    runs in all, ``above`` and ``below`` the band, with ``random_part``, in the band
-    (runs ``in_map & moved`` neither above nor below, and how many of those select),
-    from the slices outside the band, collapsed (and, from a random start, how often
-    ``p(0) . v`` has the sign that explains the lost class), losing part of a class,
-    undecided, decided in the
-    second stage, failing the value-gap hypothesis, at ``d < V`` (and how many of
-    those fall on the side of ``Q = 1`` that the boundary predicts)."""
+    """The counts the regime map's text reads, from the chapter's masks of its runs."""
     selects = regime["outcome"] == "selects"
     in_band = in_map & moved & ~above & ~below
     lost = regime[(regime["outcome"] == "collapses") & in_map]

@@ -52,7 +52,7 @@ def group_spread(hits: object, groups: object) -> float | None:
 
 def trend_spread(trend: object, statistic: str) -> float:
     """The spread of ``statistic`` of ``trend`` (an
-    :class:`attnbook.experiments.controls.ControlledTrend`): :func:`spread_over` its
+    :class:`attnbook.book.controls.ControlledTrend`): :func:`spread_over` its
     values over the real-label initialisations."""
     return spread_over(trend.values("labels", statistic))
 
@@ -61,7 +61,7 @@ def smallest_trend_margin(
     trends: Mapping[str, object], statistic: str
 ) -> tuple[float, float]:
     """The smallest margin of ``trends`` (each an
-    :class:`attnbook.experiments.controls.ControlledTrend`) over their thresholds for
+    :class:`attnbook.book.controls.ControlledTrend`) over their thresholds for
     ``statistic``, and the spread of the statistic over the real-label initialisations
     of the trend that sets it (:func:`spread_over`)."""
     if not trends:

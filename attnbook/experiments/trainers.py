@@ -1,19 +1,7 @@
 """Training functions of the extensions' models for
-:func:`attnbook.experiments.seeded_runs.label_control_runs`.
-
-Each ``*_trainer`` fixes the data, the model and the budget (full-batch Adam) and
-returns ``train(seed, labels)``: the model drawn from ``torch.Generator().manual_seed(
-seed)``, trained on ``labels``, and its per-token scores after training and at the
-initialisation with its training and test accuracy.
-
-- :func:`one_layer_trainer` -- the model of the book (scores ``E.v``, ``E.p``);
-- :func:`multiclass_trainer` -- the K-class model (``E.W``, one column per class);
-- :func:`mlp_trainer` -- the MLP head (``E.v``, ``E.p``, ``g``), with the linear
-  model trained from the same ``E``, ``p``, ``v`` beside it (``linear E.v``,
-  ``linear E.p``);
-- :func:`two_layer_trainer` -- the two-layer model (``E.v``, ``E.q`` with
-  ``q = W2 p``, ``E.p``).
-"""
+:func:`attnbook.book.controls.label_control_runs`: ``train(seed, labels)`` draws the
+model from ``seed``, trains it with :func:`attnbook.models.training.fit` and returns its
+per-token scores after training and at the start, and its accuracies."""
 
 from __future__ import annotations
 
@@ -24,7 +12,6 @@ import numpy as np
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.experiments.seeded_runs import TrainFunction
 from attnbook.models.attention import count_attention_output
 from attnbook.models.count_engine import count_heads_output
 from attnbook.models.losses import accuracy, logistic_loss
@@ -63,15 +50,26 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def _signed(labels: np.ndarray, device) -> torch.Tensor:
-    """-1/+1 labels (checked here, once) as float32, the dtype of the models."""
     return as_signed_labels(labels, dtype=torch.float32).to(device)
 
 
-def _binary_accuracy(
-    output: Callable[[object], torch.Tensor], data: object, y: torch.Tensor
-) -> float:
+def _one_layer_output(params: dict[str, torch.Tensor], counts) -> torch.Tensor:
+    return count_attention_output(params["E"], params["p"], params["v"], counts)
+
+
+def _fit_binary(params, output, train, test, y, y_test, steps, lr, loss=None):
+    """Fit ``params`` on the logistic loss of ``output`` (or ``loss``); accuracies."""
+    if loss is None:
+
+        def loss():
+            return logistic_loss(output(params, train), y, check_input=False)
+
+    fit(params, loss, steps=steps, lr=lr)
     with torch.no_grad():
-        return accuracy(output(data), y)
+        return {
+            "train accuracy": accuracy(output(params, train), y),
+            "test accuracy": accuracy(output(params, test), y_test),
+        }
 
 
 def one_layer_trainer(
@@ -83,9 +81,8 @@ def one_layer_trainer(
     steps: int,
     lr: float,
     device: torch.device | str = "cpu",
-) -> TrainFunction:
-    """The one-layer model of dimension ``dim`` (entries ``N(0, 1/d)``); scores
-    ``E.v`` and ``E.p``; metrics ``train accuracy`` and ``test accuracy``."""
+) -> Callable:
+    """The one-layer model; scores ``E.v``, ``E.p``."""
     train, test = train.to(device), test.to(device)
     y_test = _signed(test_labels, device)
 
@@ -98,15 +95,10 @@ def one_layer_trainer(
         )
         initial = _one_layer_scores(params)
         y = _signed(labels, device)
-        fit(params, binary_loss_closure(params, train, y), steps=steps, lr=lr)
-
-        def out(counts):
-            return count_attention_output(params["E"], params["p"], params["v"], counts)
-
-        metrics = {
-            "train accuracy": _binary_accuracy(out, train, y),
-            "test accuracy": _binary_accuracy(out, test, y_test),
-        }
+        loss = binary_loss_closure(params, train, y)
+        metrics = _fit_binary(
+            params, _one_layer_output, train, test, y, y_test, steps, lr, loss
+        )
         return _one_layer_scores(params), initial, metrics
 
     return run
@@ -130,9 +122,8 @@ def multiclass_trainer(
     steps: int,
     lr: float,
     device: torch.device | str = "cpu",
-) -> TrainFunction:
-    """The K-class model of dimension ``dim`` (entries ``N(0, 1/d)``); score ``E.W``
-    (``(V, K)``); metrics ``train accuracy`` and ``test accuracy`` (argmax)."""
+) -> Callable:
+    """The K-class model; score ``E.W`` (``(V, K)``), argmax accuracies."""
     train, test = train.to(device), test.to(device)
     y_test = torch.as_tensor(np.asarray(test_classes), device=device)
     layout = functools.partial(multiclass_layout, n_classes=n_classes)
@@ -179,13 +170,10 @@ def mlp_trainer(
     lr: float,
     device: torch.device | str = "cpu",
     linear: bool = True,
-) -> TrainFunction:
-    """The MLP head of width ``dim`` and, from the same ``E``, ``p``, ``v``, the linear
-    model, both with the same budget. Scores ``E.v``, ``E.p``, ``g`` (the single-token
-    output) of the MLP model, ``linear E.v`` and ``linear E.p``; metrics ``train
-    accuracy``, ``test accuracy`` (MLP) and ``linear test accuracy``. With
-    ``linear=False`` the MLP model alone (no ``linear`` scores or metric): the MLP
-    model's numbers are the same either way."""
+) -> Callable:
+    """The MLP head; scores ``E.v``, ``E.p``, ``g``; with ``linear``, also the linear
+    model from the same ``E``, ``p``, ``v`` (``linear E.v``, ``linear E.p``, its test
+    accuracy)."""
     train, test = train.to(device), test.to(device)
     train_index, test_index = PooledIndex.build(train), PooledIndex.build(test)
     y_test = _signed(test_labels, device)
@@ -209,29 +197,14 @@ def mlp_trainer(
 
         initial = scores()
         y = _signed(labels, device)
-        fit(
-            mlp,
-            lambda: logistic_loss(
-                mlp_attention_output(mlp, train_index), y, check_input=False
-            ),
-            steps=steps,
-            lr=lr,
+        metrics = _fit_binary(
+            mlp, mlp_attention_output, train_index, test_index, y, y_test, steps, lr
         )
-
-        def out(index: PooledIndex) -> torch.Tensor:
-            return mlp_attention_output(mlp, index)
-
-        metrics = {
-            "train accuracy": _binary_accuracy(out, train_index, y),
-            "test accuracy": _binary_accuracy(out, test_index, y_test),
-        }
         if linear:
             fit(lin, binary_loss_closure(lin, train, y), steps=steps, lr=lr)
-
-            def lin_out(counts):
-                return count_attention_output(lin["E"], lin["p"], lin["v"], counts)
-
-            metrics["linear test accuracy"] = _binary_accuracy(lin_out, test, y_test)
+            with torch.no_grad():
+                lin_test = _one_layer_output(lin, test)
+                metrics["linear test accuracy"] = accuracy(lin_test, y_test)
         return scores(), initial, metrics
 
     return run
@@ -246,10 +219,8 @@ def two_layer_trainer(
     steps: int,
     lr: float,
     device: torch.device | str = "cpu",
-) -> TrainFunction:
-    """The two-layer model of dimension ``dim`` (:func:`init_two_layer`); scores
-    ``E.v``, ``E.q`` (``q = W2 p``) and ``E.p``; metrics ``train accuracy`` and ``test
-    accuracy``."""
+) -> Callable:
+    """The two-layer model; scores ``E.v``, ``E.q`` (``q = W2 p``), ``E.p``."""
     train_blocks = pair_blocks(train.to(device))
     test_blocks = pair_blocks(test.to(device))
     y_test = _signed(test_labels, device)
@@ -272,22 +243,9 @@ def two_layer_trainer(
         )
         initial = scores(params)
         y = _signed(labels, device)
-        fit(
-            params,
-            lambda: logistic_loss(
-                two_layer_output(params, train_blocks), y, check_input=False
-            ),
-            steps=steps,
-            lr=lr,
+        metrics = _fit_binary(
+            params, two_layer_output, train_blocks, test_blocks, y, y_test, steps, lr
         )
-
-        def out(blocks):
-            return two_layer_output(params, blocks)
-
-        metrics = {
-            "train accuracy": _binary_accuracy(out, train_blocks, y),
-            "test accuracy": _binary_accuracy(out, test_blocks, y_test),
-        }
         return scores(params), initial, metrics
 
     return run

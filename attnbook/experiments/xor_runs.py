@@ -1,27 +1,22 @@
-"""The models of the XOR section and what is read off them after training.
-
-:func:`xor_models` builds the models :func:`attnbook.experiments.comparison.
-train_binary_models` trains, in an order that fixes their seeds (the i-th model is
-drawn with seed i): the first seven keep seeds 0 to 6 (one layer, MLP head, four
-two-layer models of scale 3, one of the default scale), the further initializations of
-the one-layer and MLP models come after them. :func:`model_groups` sorts the trained
-models by kind, :func:`xor_quotes` gives the numbers the text quotes,
-:func:`attention_scores` and :func:`signal_margins` what the attention of each model
-selects, :func:`score_table` the scores the figure draws."""
+"""The models of the XOR section, trained under one protocol, and what is read off them:
+the i-th model of :func:`xor_models` is drawn with seed i (the first seven keep seeds 0
+to 6), :func:`train_binary_models` trains them, the rest reads their attention."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.experiments.comparison import BinaryModel
 from attnbook.models.attention import count_attention_output
+from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.mlp_head import PooledIndex, init_mlp_head, mlp_attention_output
 from attnbook.models.parameters import init_parameters
+from attnbook.models.training import fit
 from attnbook.models.two_layer import (
     effective_query,
     init_two_layer,
@@ -30,6 +25,9 @@ from attnbook.models.two_layer import (
 )
 
 __all__ = [
+    "BinaryModel",
+    "ComparisonResult",
+    "train_binary_models",
     "one_layer_output",
     "xor_models",
     "model_groups",
@@ -38,6 +36,73 @@ __all__ = [
     "signal_margins",
     "score_table",
 ]
+
+
+@dataclass(frozen=True)
+class BinaryModel:
+    """A model to compare: ``init(generator)`` draws its parameters, ``output(params,
+    data)`` gives its outputs on ``train_data`` or ``test_data``."""
+
+    init: Callable[[torch.Generator], dict[str, torch.Tensor]]
+    output: Callable[[dict[str, torch.Tensor], object], torch.Tensor]
+    train_data: object
+    test_data: object
+
+
+@dataclass
+class ComparisonResult:
+    """Test accuracy along training (``curves``), the last accuracies and loss
+    (``final``) and the trained parameters of every model."""
+
+    curves: list[dict[str, object]]
+    final: dict[str, dict[str, float]]
+    trained: dict[str, dict[str, torch.Tensor]]
+
+
+def train_binary_models(
+    models: Mapping[str, BinaryModel],
+    y_train: torch.Tensor,
+    y_test: torch.Tensor,
+    *,
+    steps: int,
+    lr: float,
+    eval_every: int,
+) -> ComparisonResult:
+    """Train every model with :func:`attnbook.models.training.fit` (full-batch Adam on
+    the logistic loss), the ``i``-th from seed ``i``; accuracies every ``eval_every``
+    steps."""
+    if not models:
+        raise ValueError("models must hold at least one model")
+    curves: list[dict[str, object]] = []
+    final: dict[str, dict[str, float]] = {}
+    trained: dict[str, dict[str, torch.Tensor]] = {}
+    for i, (name, model) in enumerate(models.items()):
+        params = model.init(torch.Generator().manual_seed(i))
+
+        def loss(params=params, model=model) -> torch.Tensor:
+            return logistic_loss(model.output(params, model.train_data), y_train)
+
+        def evaluate(params=params, model=model) -> dict[str, float]:
+            return {
+                "train": accuracy(model.output(params, model.train_data), y_train),
+                "test": accuracy(model.output(params, model.test_data), y_test),
+            }
+
+        history = fit(
+            params, loss, steps=steps, lr=lr, eval_every=eval_every, evaluate=evaluate
+        )
+        trained[name] = params
+        final[name] = {
+            "train accuracy": history.metrics["train"][-1],
+            "test accuracy": history.metrics["test"][-1],
+            "final loss": history.loss[-1],
+        }
+        curves += [
+            {"model": name, "step": s, "test accuracy": a}
+            for s, a in zip(history.eval_steps, history.metrics["test"])
+        ]
+    return ComparisonResult(curves, final, trained)
+
 
 #: The signal tokens of XOR data, in the order of their ids.
 SIGNAL_TOKENS = ("a", "not a", "b", "not b")
@@ -93,8 +158,7 @@ def xor_models(
 
 
 def model_groups(final: Mapping[str, object]) -> dict[str, list[str]]:
-    """The names of the trained models by kind: ``"one layer"``, ``"MLP head"`` and
-    ``"two layers"`` (those of scale 3)."""
+    """The trained models' names by kind (``"two layers"``: those of scale 3)."""
     prefixes = {
         "one layer": "one layer",
         "MLP head": "MLP head",
@@ -104,10 +168,9 @@ def model_groups(final: Mapping[str, object]) -> dict[str, list[str]]:
 
 
 def xor_quotes(final: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """The numbers of the trained models the text quotes: how many one-layer runs end
-    at training accuracy 3/4 and 1/2 and how far their loss is from the plateau
-    ``log(2) / 2``, how many two-layer runs of scale 3 solve the task, and the model of
-    the default scale."""
+    """The numbers the text quotes: one-layer runs at training accuracy 3/4 and 1/2 and
+    their loss gap to ``log(2) / 2``, two-layer runs that solve the task, the default
+    scale."""
     groups = model_groups(final)
     ones = groups["one layer"]
     acc = np.array([final[n]["train accuracy"] for n in ones])
@@ -138,8 +201,7 @@ def attention_scores(params: Mapping[str, torch.Tensor]) -> np.ndarray:
 def signal_margins(
     trained: Mapping[str, Mapping[str, torch.Tensor]], names: Sequence[str]
 ) -> dict[str, float]:
-    """Per model: its smallest attention score of a signal token minus its mean over
-    the neutral tokens."""
+    """Per model: smallest attention score of a signal token minus the neutral mean."""
     margins = {}
     for name in names:
         s = attention_scores(trained[name])
@@ -150,8 +212,7 @@ def signal_margins(
 def score_table(
     trained: Mapping[str, Mapping[str, torch.Tensor]], names: Sequence[str]
 ) -> pd.DataFrame:
-    """The attention score of every signal token and the mean over the neutral ones,
-    one row per (model, token)."""
+    """Attention score of each signal token and the neutral mean, per (model, token)."""
     rows = []
     for name in names:
         s = attention_scores(trained[name])

@@ -1,17 +1,6 @@
-"""The one-layer attention model with an MLP head after the softmax.
-
-    z(X) = sum_s pi_s(X) E_s,          pi_s(X) = n_s(X) exp(p . E_s) / sum_t n_t(X)
-    exp(p . E_t), f(X) = v . relu(A z(X) + c),       A in R^{d x d}, c in R^d  (hidden
-    width d).
-
-The attention part is exactly the one-layer model's; only the linear head ``z -> z . v``
-is replaced by a one-hidden-layer ReLU network whose last layer is ``v``. ``f`` is still
-a function of the bag of tokens: ``z`` is computed for a whole corpus as one sparse
-``(n, V) x (V, d)`` product with the attention weights as the sparse entries (a
-:class:`PooledIndex` holds the corpus' sparsity structure). :func:`token_value_scores`
-gives ``g_s = v . relu(A E_s + c)``, the output on a sequence made of token ``s``
-alone, which is what ``E_s . v`` is in the linear model.
-"""
+"""The one-layer attention model with an MLP head after the softmax: ``f(X) = v . relu(A
+z(X) + c)`` with ``z(X) = sum_s pi_s(X) E_s`` the one-layer model's attention output,
+computed for a corpus as one sparse ``(n, V) x (V, d)`` product."""
 
 from __future__ import annotations
 
@@ -46,7 +35,7 @@ __all__ = [
 
 def check_mlp_parameters(params: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``p``, ``v``, ``c``
-    (d,) and ``A`` (d, d), float32 or float64 of one dtype, on one device."""
+    (d,) and ``A`` (d, d) of one float dtype on one device."""
     check_parameter_dict(
         params, lambda d: {"p": (d,), "v": (d,), "A": (d, d), "c": (d,)}, "MLP-head"
     )
@@ -55,9 +44,8 @@ def check_mlp_parameters(params: dict[str, torch.Tensor]) -> None:
 def mlp_head_layout(
     vocab_size: int, dim: int, scale: float
 ) -> dict[str, tuple[tuple[int, ...], float]]:
-    """``E``, ``p``, ``v`` as in :func:`attnbook.models.parameters.one_layer_layout`,
-    ``A`` (d, d) with std ``sqrt(2/d)`` (He initialization, so ``relu(A x)`` keeps about
-    the norm of ``x``) and ``c`` (d,) zero."""
+    """``E``, ``p``, ``v`` of the one-layer layout, ``A`` with std ``sqrt(2/d)`` (He),
+    ``c`` zero."""
     return {
         **one_layer_layout(vocab_size, dim, scale),
         "A": ((dim, dim), math.sqrt(2.0 / dim)),
@@ -66,19 +54,14 @@ def mlp_head_layout(
 
 
 def init_mlp_head(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
-    """:func:`attnbook.models.parameters.init_parameters` with :func:`mlp_head_layout`
-    (same ``options``)."""
+    """``init_parameters`` with :func:`mlp_head_layout`."""
     return init_parameters(vocab_size, dim, layout=mlp_head_layout, **options)
 
 
 @dataclass(frozen=True)
 class PooledIndex:
-    """The sparsity structure of a corpus, prepared once for
-    :func:`mlp_attention_output`.
-
-    ``crow``/``col`` is the CSR structure of the ``(n, V)`` attention-weight matrix
-    (rows = sequences, columns = their distinct tokens), ``t_crow``/``t_col`` that of
-    its transpose and ``perm`` the order of the stored entries in the transpose.
+    """A corpus' sparsity structure for :func:`mlp_attention_output`: the entries' rows,
+    the CSR structure of the transpose (``t_crow``, ``t_col``) and its order ``perm``.
     """
 
     counts: TokenCounts
@@ -121,15 +104,8 @@ def _csr(
 
 
 class _WeightedRowSum(torch.autograd.Function):
-    """``z_i = sum_k w_k E[tok_k]`` over the stored entries ``k`` of row ``i``: ``z = S
-    E``.
-
-    Autograd through a sparse product forms the dense ``(n, V)`` matrix ``grad_z E^T``
-    to get the gradient of the sparse entries; here it is sampled only at the stored
-    entries (``torch.sparse.sampled_addmm``), and ``grad_E = S^T grad_z`` uses the
-    prepared transpose. Off the CPU both products sum every row in a fixed order
-    (:func:`attnbook.engine.segments.csr_rows_times`) and the sampled entries are dot
-    products of their own: the same bits on every run.
+    """``z = S E`` with the gradient of the sparse entries ``S`` sampled only where they
+    are stored; off the CPU every row summed in a fixed order (the same bits every run).
     """
 
     @staticmethod
@@ -172,9 +148,7 @@ class _WeightedRowSum(torch.autograd.Function):
 def _pooled_embedding(
     E: torch.Tensor, p: torch.Tensor, index: PooledIndex
 ) -> torch.Tensor:
-    """``(n, d)`` attention outputs ``z(X_i) = sum_s pi_s(X_i) E_s`` (differentiable in
-    E, p) of checked arguments (the scores checked for finiteness as they are
-    computed)."""
+    """``(n, d)`` attention outputs ``z(X_i)``, differentiable in ``E`` and ``p``."""
     index = index.to(E.device)
     c = index.counts
     scores = E @ p
@@ -194,8 +168,8 @@ def _head(params: dict[str, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
 def mlp_attention_output(
     params: dict[str, torch.Tensor], sequences: object
 ) -> torch.Tensor:
-    """``f(X_i)`` for every sequence (a :class:`PooledIndex`, a :class:`TokenCounts` or
-    a list of token-id sequences)."""
+    """``f(X_i)`` for every sequence (a :class:`PooledIndex`, a ``TokenCounts`` or a
+    list of token-id sequences)."""
     check_mlp_parameters(params)
     V = params["E"].shape[0]
     if isinstance(sequences, PooledIndex):
@@ -211,8 +185,7 @@ def mlp_attention_output(
 def dense_mlp_attention_output(
     params: dict[str, torch.Tensor], sequences: object
 ) -> torch.Tensor:
-    """``f(X_i)`` by padding, one embedding per position and a masked softmax (the
-    reference)."""
+    """``f(X_i)`` by padding and a masked softmax (the reference)."""
     check_mlp_parameters(params)
     check_finite(**params)
     E = params["E"]
@@ -224,8 +197,7 @@ def dense_mlp_attention_output(
 
 
 def token_value_scores(params: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``(V,)`` ``g_s = v . relu(A E_s + c)``: the output on a sequence of token ``s``
-    alone."""
+    """``(V,)`` ``g_s = v . relu(A E_s + c)``, the output on token ``s`` alone."""
     check_mlp_parameters(params)
     check_finite(**params)
     return _head(params, params["E"])

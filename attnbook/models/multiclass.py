@@ -1,11 +1,5 @@
-"""The K-class version of the one-layer model.
-
-    f_k(X) = sum_s pi_s(X) (E_s . v_k),   pi_s(X) = n_s(X) exp(p . E_s) / sum_t n_t(X)
-    exp(p . E_t)
-
-with a head matrix ``W = [v_1, ..., v_K]`` of shape ``(d, K)`` and the cross-entropy
-loss ``-(1/n) sum_i log softmax(f(X_i))_{y_i}`` for labels ``y_i in {0, ..., K-1}``.
-"""
+"""The K-class one-layer model ``f_k(X) = sum_s pi_s(X) (E_s . v_k)``, head ``W = [v_1,
+..., v_K]`` (d, K), and the cross-entropy loss."""
 
 from __future__ import annotations
 
@@ -34,9 +28,7 @@ __all__ = [
 def multiclass_layout(
     vocab_size: int, dim: int, scale: float, *, n_classes: int
 ) -> dict[str, tuple[tuple[int, ...], float]]:
-    """The K-class model: ``E`` (V, d), ``p`` (d,) and ``W`` (d, K), all with std
-    ``scale / sqrt(d)`` (a layout for
-    :func:`attnbook.models.parameters.init_parameters`)."""
+    """``E`` (V, d), ``p`` (d,), ``W`` (d, K), all with std ``scale / sqrt(d)``."""
     check_count(n_classes, "n_classes", minimum=2)
     std = scale / dim**0.5
     return {
@@ -49,10 +41,7 @@ def multiclass_layout(
 def multiclass_output(
     E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, sequences: object
 ) -> torch.Tensor:
-    """``(n, K)`` class scores ``f_k(X_i)`` by the count engine (one fused pass ``E @
-    [p, W]``); ``sequences`` a list of token-id sequences or a
-    :class:`~attnbook.engine.counts.TokenCounts` over ``V`` tokens. Checks its
-    arguments as :func:`attnbook.models.count_engine.count_heads_output` does."""
+    """``(n, K)`` class scores ``f_k(X_i)`` by the count engine."""
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
     counts = token_counts_over(sequences, E.shape[0]).to(E.device)
@@ -62,8 +51,7 @@ def multiclass_output(
 def as_class_labels(
     labels: object, n_classes: int, n: int | None = None
 ) -> torch.Tensor:
-    """Labels as an int64 tensor after checking they lie in ``{0, ..., n_classes -
-    1}``."""
+    """Labels as int64 after checking they lie in ``{0, ..., n_classes - 1}``."""
     n_classes = check_count(n_classes, "n_classes", minimum=2)
     if isinstance(labels, torch.Tensor):
         y = labels.detach().cpu()
@@ -96,9 +84,8 @@ def as_class_labels(
 def cross_entropy_loss(
     scores: torch.Tensor, labels: torch.Tensor, *, check_input: bool = True
 ) -> torch.Tensor:
-    """Mean cross-entropy of ``(n, K)`` scores against class ids in ``{0, ...,
-    K-1}`` (checked by :func:`as_class_labels`; ``check_input=False`` skips every
-    check, for int64 class ids already checked, on the device of ``scores``)."""
+    """Mean cross-entropy of ``(n, K)`` scores against class ids (``check_input=False``:
+    int64 ids already checked, on the device of ``scores``)."""
     if not check_input:
         return torch.nn.functional.cross_entropy(scores, labels)
     check_float_tensor(scores, "scores")

@@ -1,33 +1,8 @@
-"""A two-layer attention model: token self-attention, then the ``<cls>`` query.
-
-Layer 1 (self-attention over the tokens, key-query matrix ``W1``, identity value map,
-residual)
-    For a position holding token ``s`` in the sequence ``X``,
-
-        h_s(X) = E_s + sum_t pi1_{t|s}(X) E_t,
-        pi1_{t|s}(X) = n_t(X) exp(E_t . W1 E_s) / sum_u n_u(X) exp(E_u . W1 E_s).
-
-    The query is the position's embedding, the keys and values are the embeddings of the
-    tokens of ``X`` (the ``<cls>`` token does not take part in this layer), and the
-    residual connection adds the position's own embedding.
-
-Layer 2 (the ``<cls>`` query, key-query matrix ``W2``, linear head ``v``)
-
-    f(X) = sum_s pi2_s(X) (h_s(X) . v),   pi2_s(X) = n_s(X) exp(h_s . W2 p) / sum_t
-    n_t(X) exp(h_t . W2 p).
-
-Every position holding the same token gets the same ``h_s``, so ``f`` is still a
-function of the bag of tokens. :func:`two_layer_output` uses this: for every sequence it
-attends over its *distinct* tokens weighted by their counts, and, because layer 2 needs
-only the two scalars ``h_s . q`` (``q = W2 p``) and ``h_s . v``, it never forms ``h_s``
-itself: with ``u_t = E_t . q``, ``h_s . q = u_s + sum_t pi1_{t|s} u_t``. The only
-``d``-dimensional work per pair of distinct tokens is the layer-1 score, with the keys
-``E_t^T W1`` computed once for the vocabulary. Sequences are
-sorted by their number of distinct tokens and cut into padded blocks
-(:class:`PairBlocks`, built once per corpus) so that the work is batched matrix
-products. :func:`dense_two_layer_output` is the textbook per-position computation, kept
-as the reference for the tests.
-"""
+"""A two-layer attention model: token self-attention (``W1``, identity values, residual)
+``h_s = E_s + sum_t pi1_{t|s} E_t``, then the ``<cls>`` query ``q = W2 p`` and the head
+``v``: ``f(X) = sum_s pi2_s(X) (h_s . v)``. :func:`two_layer_output` attends over each
+sequence's distinct tokens weighted by their counts and needs only ``h_s . q`` and ``h_s
+. v``; :func:`dense_two_layer_output` is the per-position reference."""
 
 from __future__ import annotations
 
@@ -63,7 +38,7 @@ __all__ = [
 
 def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``W1``, ``W2`` (d, d)
-    and ``p``, ``v`` (d,), all float32 or float64 of one dtype on one device."""
+    and ``p``, ``v`` (d,) of one float dtype on one device."""
     check_parameter_dict(
         params,
         lambda d: {"W1": (d, d), "W2": (d, d), "p": (d,), "v": (d,)},
@@ -74,46 +49,34 @@ def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
 def two_layer_layout(
     vocab_size: int, dim: int, scale: float
 ) -> dict[str, tuple[tuple[int, ...], float]]:
-    """``E`` as in :func:`attnbook.models.parameters.one_layer_layout`, then ``W1``,
-    ``W2`` (d, d) with std ``1/sqrt(d)`` (so ``W x`` has about the norm of ``x``), then
-    ``p``, ``v`` (d,)."""
+    """``E``, ``p``, ``v`` of the one-layer layout; ``W1``, ``W2`` with std
+    ``1/sqrt(d)``."""
     one = one_layer_layout(vocab_size, dim, scale)
     w = ((dim, dim), 1 / math.sqrt(dim))
     return {"E": one["E"], "W1": w, "W2": w, "p": one["p"], "v": one["v"]}
 
 
 def init_two_layer(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
-    """:func:`attnbook.models.parameters.init_parameters` with :func:`two_layer_layout`
-    (same ``options``)."""
+    """``init_parameters`` with :func:`two_layer_layout`."""
     return init_parameters(vocab_size, dim, layout=two_layer_layout, **options)
 
 
 def effective_query(params: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``q = W2 p``: the vector that plays the role of ``p`` in layer 2 (score ``h_s .
-    q``)."""
+    """``q = W2 p``, the query of layer 2."""
     return params["W2"] @ params["p"]
 
 
 @dataclass(frozen=True)
 class PairBlocks:
-    """A corpus cut into padded blocks of sequences with similar numbers of distinct
-    tokens.
-
-    ``rows[k]`` (b,) are the sequence numbers of block ``k``, ``ids[k]`` (b, m) their
-    distinct tokens (padding: token 0) and ``log_counts[k]`` (b, m) the log-counts
-    (padding: ``-inf``).
-    """
+    """A corpus in padded blocks of sequences with similar numbers of distinct tokens:
+    per block the sequence ``rows``, the token ``ids`` and ``log_counts`` (padding
+    ``-inf``)."""
 
     rows: tuple[torch.Tensor, ...]
     ids: tuple[torch.Tensor, ...]
     log_counts: tuple[torch.Tensor, ...]
     n_sequences: int
     vocab_size: int
-
-    @property
-    def n_pairs(self) -> int:
-        """Number of (query, key) slots in all blocks, padding included."""
-        return int(sum(i.shape[0] * i.shape[1] ** 2 for i in self.ids))
 
     def to(self, device: torch.device | str) -> "PairBlocks":
         return PairBlocks(
@@ -126,15 +89,10 @@ class PairBlocks:
 
 
 def pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
-    """Sort the sequences of ``counts`` by their number ``m`` of distinct tokens and cut
-    them into blocks of at most ``max_slots`` query-key slots (``b m^2``; one sequence
-    per block at least)."""
+    """``counts`` sorted by number ``m`` of distinct tokens, in blocks of at most
+    ``max_slots`` query-key slots ``b m^2``."""
     check_instance(counts, TokenCounts, "counts")
-    return _pair_blocks(counts, check_count(max_slots, "max_slots"))
-
-
-def _pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
-    """:func:`pair_blocks` of checked arguments."""
+    max_slots = check_count(max_slots, "max_slots")
     indptr = counts.indptr.cpu().numpy()
     toks = counts.token_ids.cpu().numpy()
     cnts = counts.counts.cpu().numpy()
@@ -170,13 +128,8 @@ def _pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
 
 
 class _ThinProduct(torch.autograd.Function):
-    """``pi @ sc`` for ``pi`` (b, m, m) and a thin ``sc`` (b, m, 2).
-
-    The same product as autograd's, whose backward would form ``pi^T @ grad`` with the
-    long dimension ``m`` last: here that gradient is computed as ``(grad^T @ pi)^T``,
-    the orientation in which batched products with two rows run several times
-    faster.
-    """
+    """``pi @ sc`` for a thin ``sc``, whose backward forms ``(grad^T pi)^T``: the fast
+    orientation of a batched product."""
 
     @staticmethod
     def forward(ctx, pi, sc):  # type: ignore[override]
@@ -195,28 +148,16 @@ class _ThinProduct(torch.autograd.Function):
 
 
 def two_layer_output(
-    params: dict[str, torch.Tensor],
-    sequences: object,
-    *,
-    return_scores: bool = False,
-) -> (
-    torch.Tensor
-    | tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]
-):
-    """``f(X_i)`` of the two-layer model for every sequence, by the count engine.
-
-    ``sequences`` is a :class:`PairBlocks` (fastest: build it once per corpus), a
-    :class:`TokenCounts` or a list of token-id sequences. Differentiable in all
-    parameters. With ``return_scores=True`` also returns, per block, ``(rows, h.q,
-    pi2)`` for inspection.
-    """
+    params: dict[str, torch.Tensor], sequences: object
+) -> torch.Tensor:
+    """``f(X_i)`` of every sequence (PairBlocks, TokenCounts or token-id lists)."""
     check_two_layer_parameters(params)
     E, W1 = params["E"], params["W1"]
     if isinstance(sequences, PairBlocks):
         blocks = sequences
         check_vocabulary(blocks.vocab_size, E.shape[0], "blocks", plural=True)
     else:
-        blocks = _pair_blocks(token_counts_over(sequences, E.shape[0]))
+        blocks = pair_blocks(token_counts_over(sequences, E.shape[0]))
     blocks = blocks.to(E.device)
     q = effective_query(params)
     scalars = E @ torch.stack(
@@ -225,8 +166,8 @@ def two_layer_output(
     check_finite_scores(scalars, E=E, p=params["p"], v=params["v"], W2=params["W2"])
     check_finite(W1=W1)
     keys_all = E @ W1  # row t: E_t^T W1, once for the vocabulary
-    outs, pieces = [], []
-    for rows, ids, logc in zip(blocks.rows, blocks.ids, blocks.log_counts):
+    outs = []
+    for ids, logc in zip(blocks.ids, blocks.log_counts):
         logc = logc.to(E.dtype)
         # [s, t] = E_t . W1 E_s + log n_t
         logits1 = torch.baddbmm(logc[:, None, :], E[ids], keys_all[ids].transpose(1, 2))
@@ -235,19 +176,15 @@ def two_layer_output(
         h = sc + _ThinProduct.apply(pi1, sc)  # (b, m, 2): h_s.q, h_s.v
         pi2 = torch.softmax(h[..., 0] + logc, dim=1)  # over distinct tokens s
         outs.append((pi2 * h[..., 1]).sum(dim=1))  # padding has pi2 = 0
-        if return_scores:
-            pieces.append((rows, h[..., 0].detach(), pi2.detach()))
     order = torch.cat(blocks.rows)
     out = torch.zeros(blocks.n_sequences, dtype=E.dtype, device=E.device)
-    out = out.index_put((order,), torch.cat(outs))
-    return (out, pieces) if return_scores else out
+    return out.index_put((order,), torch.cat(outs))
 
 
 def dense_two_layer_output(
     params: dict[str, torch.Tensor], sequences: object
 ) -> torch.Tensor:
-    """``f(X_i)`` by padding, one embedding per position and masked softmaxes (the
-    reference)."""
+    """``f(X_i)`` by padding, one embedding per position (the reference)."""
     check_two_layer_parameters(params)
     check_finite(**params)
     E = params["E"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnbook.experiments.seeded_runs import Run, metric_ranges
+from attnbook.book.controls import Run, metric_ranges
 
 
 def test_metric_ranges_per_kind_and_metric():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnbook.experiments.controls import controlled_trend
+from attnbook.book.controls import controlled_trend
 from attnbook.experiments.spreads import (
     group_spread,
     smallest_trend_margin,

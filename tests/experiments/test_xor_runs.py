@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
+from attnbook.book.controls import Run
 from attnbook.book.extension_figures import small_dim_figure, xor_figure
 from attnbook.data.xor import XorSpec, sample_xor
 from attnbook.experiments import xor_runs
-from attnbook.experiments.seeded_runs import Run
 
 
 @pytest.fixture(autouse=True)

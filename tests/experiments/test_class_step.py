@@ -1,4 +1,4 @@
-"""The K-class section's data and one step (attnbook.experiments.class_runs)."""
+"""The K-class section's data and one step (attnbook.experiments.extensions)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from attnbook.data.synthetic import SyntheticSpec, sample_sequences
-from attnbook.experiments import class_runs
+from attnbook.experiments import extensions
 from attnbook.theory.one_step_check import pearson
 
 
@@ -18,11 +18,11 @@ def test_class_one_step_matches_its_prediction():
     rng = np.random.default_rng(1)
     y = torch.as_tensor(np.where(data.labels > 0, rng.integers(2, 4, 300), 0))
     corpus = SimpleNamespace(train=data.counts, vocab_size=data.counts.vocab_size)
-    measured, diagonal, gamma = class_runs.class_one_step(corpus, y, 4, 512, seed=3)
+    measured, diagonal, gamma = extensions.class_one_step(corpus, y, 4, 512, seed=3)
     assert measured.shape == diagonal.shape == (corpus.vocab_size, 4)
     assert gamma.shape == (corpus.vocab_size, 4)
     assert pearson(measured, diagonal) > 0.9
-    again, _, _ = class_runs.class_one_step(corpus, y, 4, 512, seed=3)
+    again, _, _ = extensions.class_one_step(corpus, y, 4, 512, seed=3)
     np.testing.assert_array_equal(measured, again)
 
 
@@ -38,8 +38,8 @@ def test_class_reviews_reads_the_classes_of_the_stars(monkeypatch):
     corpus = SimpleNamespace(
         train=data.counts, train_stars=stars, test_stars=stars[:10]
     )
-    monkeypatch.setattr(class_runs, "prepare_reviews", lambda name, min_df: corpus)
-    item = class_runs.class_reviews("x", 1, lambda s: np.asarray(s) % 4, 4)
+    monkeypatch.setattr(extensions, "prepare_reviews", lambda name, min_df: corpus)
+    item = extensions.class_reviews("x", 1, lambda s: np.asarray(s) % 4, 4)
     assert (
         item["corpus"] is corpus
         and item["y_test"].tolist() == (stars[:10] % 4).tolist()
