@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -31,12 +32,6 @@ _MODEL_COLORS = {
 }
 
 
-def _subplots(*args, **kwargs):
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
-
-
 def _legend(fig, handles: list, ncol: int, bottom: float) -> None:
     fig.legend(
         handles=handles, loc="lower center", ncol=ncol, fontsize=10, frameon=False
@@ -48,7 +43,7 @@ def _legend(fig, handles: list, ncol: int, bottom: float) -> None:
 def curve_figure(runs: ProtocolRuns, name: str, title: str, labels: Sequence[str]):
     """Accuracy and loss (training split solid, test dashed) of the three models along
     the budget of each dynamics label (first seed), with the paper's numbers dotted."""
-    fig, axes = _subplots(2, 2, figsize=(9.0, 7.0), sharex="col")
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.0), sharex="col")
     for c, label in enumerate(labels):
         for r, metric in enumerate(("accuracy", "loss")):
             ax = axes[r, c]
@@ -92,7 +87,7 @@ def spread_figure(
 ):
     """The spread ratio (frozen over trained) of both scores along training, in the
     three readings of :data:`SPREAD_READINGS`, one column per dynamics label."""
-    fig, axes = _subplots(2, 2, figsize=(9.0, 7.2), sharex="col", sharey="row")
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.2), sharex="col", sharey="row")
     for c, label in enumerate(labels):
         for r, score in enumerate(("E.v", "E.p")):
             ax = axes[r, c]
@@ -140,7 +135,7 @@ def along_figure(
     """The value trend and the U along training, every seed, one line colour per
     dynamics label, with the ``threshold`` and the real-data chapter's ``budget``."""
     colors = dict(zip(labels, (PALETTE["theory"], PALETTE["negative"])))
-    fig, axes = _subplots(2, 2, figsize=(9.0, 7.0), sharex=True, sharey=True)
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.0), sharex=True, sharey=True)
     for r, name in enumerate(names):
         for c, key in enumerate(("value", "cls")):
             ax = axes[r, c]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -48,12 +49,6 @@ _BIN_COLORS = {
 }
 
 
-def _subplots(*args, **kwargs):
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
-
-
 def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(
@@ -69,7 +64,7 @@ def picture_figure(
     """Bin means and standard deviations of both scores of the trained model (``seed``)
     against the importance, in the two binnings of :data:`BINNINGS`, one row per data
     set of :data:`DATASETS`."""
-    fig, axes = _subplots(2, 2, figsize=(9.0, 6.8))
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.8))
     for r, name in enumerate(DATASETS):
         for c, (vals, label) in enumerate(
             zip(runs[name].scores[("adam", seed)], _SCORES)
@@ -96,7 +91,7 @@ def picture_figure(
 
 def bin_counts_figure(importance: Mapping[str, np.ndarray]):
     """Tokens per bin in the two binnings (log scale), one panel per data set."""
-    fig, axes = _subplots(1, 2, figsize=(9.0, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6))
     for ax, name in zip(axes, DATASETS):
         imp = importance[name]
         for b, how in BINNINGS.items():
@@ -127,7 +122,7 @@ def null_figure(
     """The four main rank correlations of every seed (dots) beside those of the
     shuffled-label runs (crosses), one panel per data set; ``tables`` is keyed by the
     data set's display name, ``nulls`` by its key."""
-    fig, axes = _subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
     for ax, name in zip(axes, DATASETS):
         t = tables[NAMES[name]]
         for j, key in enumerate(MAIN_STATISTICS):
@@ -171,7 +166,7 @@ def ablation_figure(
 ):
     """Bin means of both scores, each divided by its standard deviation over the tokens,
     for the one step, the theorem's setting, gradient descent and Adam (``seed``)."""
-    fig, axes = _subplots(2, 2, figsize=(9.0, 7.0), sharex=True)
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.0), sharex=True)
     for r, name in enumerate(DATASETS):
         for key, (color, ls) in _RUN_STYLE.items():
             for c, vals in enumerate(runs[name].scores[(key, seed)]):
@@ -215,7 +210,7 @@ def synthetic_figure(
         ),
         "IMDB": (importance, runs.scores[("adam", seed)], PALETTE["theory"]),
     }
-    fig, axes = _subplots(1, 2, figsize=(9.0, 3.9))
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.9))
     for label, (imp, scores, color) in series.items():
         keep = np.isfinite(imp)
         for ax, vals in zip(axes, scores):

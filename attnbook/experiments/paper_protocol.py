@@ -1,21 +1,7 @@
-"""Where the numbers the paper's authors reported fall on the book's learning curves.
-
-The authors report (OpenReview rebuttal): random fixed ``E`` with ``p``, ``v`` trained
-reaches about 72% test accuracy and 0.6 test loss, against about 95% and 0.1 with
-trained embeddings (:data:`PAPER_ACCURACY_LOSS`); one step on ``E`` and then ``E``
-frozen makes the average within-bin standard deviation about 8 times smaller for
-``E_s . v`` and 6 times smaller for ``E_s . p`` than full training
-(:data:`PAPER_SPREAD_RATIO`). The budget, the learning rate and the split of these
-numbers are not stated. :func:`paper_number_table`, :func:`window_steps` and
-:func:`matching_steps` locate them on curves of
-:func:`attnbook.experiments.curves.ablation_curves`, reading every number as exact to
-the rounding with which the paper gives it (:data:`PAPER_ROUNDING`), the same window for
-both models; :func:`window_distance` and :func:`nearest_point` say how far a curve
-comes from them, in units of that window; :func:`accuracy_gap` compares the two
-models' test accuracies;
-:func:`crossing_steps` does the same for the spread ratios of
-:func:`attnbook.experiments.curves.spread_curves`.
-"""
+"""Where the numbers the paper's authors reported (OpenReview rebuttal; budget, step
+size and split not stated) fall on the learning curves of
+:func:`~attnbook.experiments.curves.ablation_curves`: each read as exact to the rounding
+it is given with (:data:`PAPER_ROUNDING`)."""
 
 from __future__ import annotations
 
@@ -48,9 +34,7 @@ PAPER_ACCURACY_LOSS = {
     "full": {"accuracy": 0.95, "loss": 0.1},
     "random_E": {"accuracy": 0.72, "loss": 0.6},
 }
-#: Half a unit of the last digit the paper gives: its accuracies are whole percents
-#: (95%, 72%), its losses tenths (0.1, 0.6). A number is "≈" the paper's when it lies in
-#: the window the paper's rounding leaves: [94.5%, 95.5%], [0.05, 0.15], and so on.
+#: Half a unit of the paper's last digit (whole percents, tenths of a loss).
 PAPER_ROUNDING = {"accuracy": 0.005, "loss": 0.05}
 #: The paper's spread ratio (one step then frozen ``E`` over full training), by score.
 PAPER_SPREAD_RATIO = {"E.v": 1 / 8, "E.p": 1 / 6}
@@ -59,10 +43,9 @@ PAPER_SPREAD_RATIO = {"E.v": 1 / 8, "E.p": 1 / 6}
 def paper_number_table(
     curves: Mapping[tuple[str, str], Curve], splits: tuple[str, ...] = ("train", "test")
 ) -> pd.DataFrame:
-    """One row per (dynamics label, model with a paper number, split): accuracy and
-    loss at the end of the budget, the best accuracy and lowest loss along the curve,
-    and the first evaluation step at which the accuracy reaches the paper's value and
-    the loss falls to it (``NaN``: never within the budget)."""
+    """Per (dynamics label, model with a paper number, split): accuracy and loss at the
+    end, the best of each, and the first step each reaches the paper's (``NaN``:
+    never)."""
     rows = []
     for (model, label), curve in curves.items():
         if model not in PAPER_ACCURACY_LOSS:
@@ -103,10 +86,8 @@ def window_steps(
     *,
     rounding: Mapping[str, float] = PAPER_ROUNDING,
 ) -> list[int]:
-    """The evaluation steps at which the accuracy and the loss of ``curve`` on
-    ``split`` both lie within ``rounding`` of the paper's numbers for ``model`` (a key
-    of :data:`PAPER_ACCURACY_LOSS`): ``|accuracy - paper| <= rounding["accuracy"]``
-    and ``|loss - paper| <= rounding["loss"]``."""
+    """The evaluation steps at which accuracy and loss on ``split`` both lie within
+    ``rounding`` of the paper's numbers for ``model``."""
     if model not in PAPER_ACCURACY_LOSS:
         raise ValueError(f"model must be one of {sorted(PAPER_ACCURACY_LOSS)}")
     if min(rounding.values()) < 0:
@@ -129,10 +110,8 @@ def matching_steps(
     accuracy_tol: float = PAPER_ROUNDING["accuracy"],
     loss_tol: float = PAPER_ROUNDING["loss"],
 ) -> list[int]:
-    """The evaluation steps at which *both* of the paper's accuracy-and-loss statements
-    hold on ``split`` under the dynamics ``label``, read symmetrically: the trained
-    model within ``accuracy_tol`` of 95% and ``loss_tol`` of 0.1, and the random-``E``
-    model within the same tolerances of 72% and 0.6 (:func:`window_steps`)."""
+    """The steps at which both models are in their :func:`window_steps` on ``split``
+    under the dynamics ``label``."""
     full, rand = curves[("full", label)], curves[("random_E", label)]
     if full.steps != rand.steps:
         raise ValueError("the two curves must share their evaluation steps")
@@ -150,11 +129,8 @@ def window_distance(
     *,
     rounding: Mapping[str, float] = PAPER_ROUNDING,
 ) -> float:
-    """How far ``(accuracy, loss)`` lies from the paper's numbers for ``model`` (a key
-    of :data:`PAPER_ACCURACY_LOSS`), in units of the paper's rounding: the larger of
-    ``|accuracy - paper| / rounding["accuracy"]`` and ``|loss - paper| /
-    rounding["loss"]``. At most 1 exactly when both lie in the window of
-    :func:`window_steps`."""
+    """The larger distance of ``accuracy`` and ``loss`` from the paper's for ``model``,
+    in units of the rounding: at most 1 inside the window."""
     if model not in PAPER_ACCURACY_LOSS:
         raise ValueError(f"model must be one of {sorted(PAPER_ACCURACY_LOSS)}")
     if min(rounding.values()) <= 0:
@@ -169,12 +145,9 @@ def window_distance(
 def nearest_point(
     curves: Mapping[object, Curve], model: str, split: str
 ) -> dict[str, object]:
-    """Over every curve of ``curves`` (keyed by what tells them apart, a seed say) and
-    every evaluation step, the point of ``split`` nearest to the paper's numbers for
-    ``model`` (:func:`window_distance`; ties go to the first curve and the earliest
-    step): its ``key``, ``step``, ``accuracy`` and ``loss``, their differences from
-    the paper's (``accuracy_off``, ``loss_off``, measured minus paper) and the
-    ``distance``."""
+    """Over every curve and step, the point of ``split`` nearest the paper's numbers for
+    ``model`` (first on ties): ``key``, ``step``, ``accuracy``, ``loss``,
+    ``accuracy_off``, ``loss_off`` (minus the paper's) and ``distance``."""
     if not curves:
         raise ValueError("curves must not be empty")
     paper, best = PAPER_ACCURACY_LOSS.get(model), None
@@ -196,11 +169,8 @@ def nearest_point(
 
 
 def accuracy_gap(full: Curve, rand: Curve, n_test: int) -> dict[str, float]:
-    """The best test accuracy of each model along its curve (the test split chooses
-    the step, for both alike), their difference ``gap`` (trained minus random fixed
-    ``E``) and the binomial standard error ``se`` of that difference on ``n_test``
-    reviews, ``sqrt(a(1 - a)/n + b(1 - b)/n)`` (the two models are scored on the same
-    reviews, which makes the true error smaller: the bound is conservative)."""
+    """Each model's best test accuracy, their ``gap`` and its binomial standard error
+    ``se = sqrt((a(1 - a) + b(1 - b)) / n_test)`` (conservative: same reviews)."""
     if n_test < 1:
         raise ValueError(f"n_test must be positive, got {n_test}")
     a = max(full.metrics["test_accuracy"])
@@ -210,9 +180,8 @@ def accuracy_gap(full: Curve, rand: Curve, n_test: int) -> dict[str, float]:
 
 
 def loss_rise(curves: Sequence[Curve]) -> dict[str, float]:
-    """Over ``curves``: the largest ratio of a curve's last training loss to its lowest
-    (``loss_rise_max``) and how many end in a loss spike, the last at least twice the
-    lowest (``loss_spikes``)."""
+    """The largest ratio of last to lowest training loss over ``curves``, and how many
+    end at twice their lowest or more."""
     last_to_lowest = [
         c.metrics["train_loss"][-1] / min(c.metrics["train_loss"]) for c in curves
     ]
@@ -223,9 +192,8 @@ def loss_rise(curves: Sequence[Curve]) -> dict[str, float]:
 
 
 def crossing_steps(spreads: pd.DataFrame, score: str) -> dict[str, float]:
-    """For each reading of a :func:`~attnbook.experiments.curves.spread_curves` table,
-    the first step at which the ratio of ``score`` is at most the paper's
-    (:data:`PAPER_SPREAD_RATIO`), ``NaN`` when it never is."""
+    """Per reading of a ``spread_curves`` table, the first step with the ratio of
+    ``score`` at most the paper's (``NaN``: never)."""
     if score not in PAPER_SPREAD_RATIO:
         raise ValueError(f"score must be one of {sorted(PAPER_SPREAD_RATIO)}")
     out = {}

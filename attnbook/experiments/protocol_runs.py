@@ -1,20 +1,7 @@
 """The runs and tables of the chapter on the paper's protocol: learning curves of the
-three models of :data:`attnbook.experiments.curves.ABLATIONS` at equal budgets, on the
-corpora and seeds of the real-data chapter.
-
-- :func:`protocol_runs` -- the curves of every corpus, seed, model and step size, and
-  those of the random fixed model from embeddings with ``N(0, 1)`` entries;
-- :func:`match_table` -- the evaluation steps at which each model is at the paper's
-  numbers; :func:`nearest_tables` how near each model and each protocol comes to them
-  (each model at each step size, or both at one step); :func:`accuracy_statistics`
-  what the checks of claim C6a compare, and
-  :func:`accuracy_quotes` the numbers the text quotes, :func:`accuracy_spreads` how
-  far each statistic moves between the seeds;
-- :func:`scale_table` -- the random fixed model at both scales of its embeddings;
-- :func:`spread_runs`, :func:`crossing_table` -- the spread ratio along training;
-- :func:`hold_table` -- the steps at which the picture of the real-data chapter holds;
-  :func:`picture_end_spreads` how far its smallest statistic moves between the seeds.
-"""
+three models of :data:`~attnbook.experiments.curves.ABLATIONS` at equal budgets
+(:func:`protocol_runs`), where they meet the paper's numbers, and the spread ratio and
+the picture along training."""
 
 from __future__ import annotations
 
@@ -48,11 +35,7 @@ from attnbook.experiments.paper_protocol import (
     window_steps,
 )
 from attnbook.experiments.picture import MAIN_STATISTICS
-from attnbook.experiments.real_data import (
-    ReviewExperimentConfig,
-    one_step_eta,
-    starting_points,
-)
+from attnbook.experiments.real_data import one_step_eta, starting_points
 
 __all__ = [
     "ProtocolRuns",
@@ -74,11 +57,9 @@ __all__ = [
 
 @dataclass
 class ProtocolRuns:
-    """``curves[(corpus, model, dynamics label, seed)]``; ``unit_entries[(corpus,
-    dynamics label)]`` the random fixed model from ``N(0, 1)`` entries (first seed);
-    the importance and document frequency of every corpus's tokens; ``autograd[(corpus,
-    dynamics label)]`` trained ``E`` once per seed with the autograd step (another
-    rounding of the same steps), where asked for."""
+    """``curves[(corpus, model, label, seed)]``; ``unit_entries[(corpus, label)]``:
+    random fixed ``E`` with ``N(0, 1)`` entries; ``autograd[(corpus, label)]``:
+    trained ``E`` per seed with the autograd step."""
 
     curves: dict[tuple[str, str, str, int], Curve]
     unit_entries: dict[tuple[str, str], Curve]
@@ -88,8 +69,7 @@ class ProtocolRuns:
     autograd: dict[tuple[str, str], list[Curve]] = field(default_factory=dict)
 
     def at(self, name: str, seed: int | None = None) -> dict[tuple[str, str], Curve]:
-        """The curves of one corpus and seed (default: the first), keyed (model,
-        dynamics label)."""
+        """One corpus's curves on ``seed`` (default: the first), by (model, label)."""
         seed = self.seeds[0] if seed is None else seed
         return {
             (m, lab): c
@@ -98,7 +78,7 @@ class ProtocolRuns:
         }
 
     def over_seeds(self, name: str, model: str, label: str) -> list[Curve]:
-        """The curves of one corpus, model and dynamics label, one per seed."""
+        """One corpus, model and label's curves, one per seed."""
         return [self.curves[(name, model, label, s)] for s in self.seeds]
 
 
@@ -112,20 +92,24 @@ def protocol_runs(
     device: torch.device | str | None = None,
     autograd: tuple[tuple[str, str], ...] = (),
 ) -> ProtocolRuns:
-    """Learning curves under Adam for every ``label -> (step size, budget)`` of
-    ``runs``, about five evaluations per decade: all three models on the first seed,
-    trained and random fixed ``E`` on the others; and, on the first seed, the random
-    fixed model from embeddings with ``N(0, 1)`` entries. For each ``(corpus, label)``
-    of ``autograd``, trained ``E`` again on every seed, with the autograd step (its
-    training split evaluated only)."""
+    """Adam curves for every ``label -> (step size, budget)`` of ``runs``: the three
+    models on the first seed, trained and random fixed ``E`` on the others, random
+    fixed ``E`` from ``N(0, 1)`` entries on the first; trained ``E`` by autograd too
+    for each ``(corpus, label)`` of ``autograd``."""
     out = ProtocolRuns({}, {}, {}, {}, seeds)
     for name, corpus in corpora.items():
         out.importance[name], alpha, out.doc_freq[name] = token_statistics(corpus)
         eta = one_step_eta(alpha, dim, sigma)
-        config = ReviewExperimentConfig(dim=dim, init_scale=sigma, eta=eta)
         for seed in seeds:
             generator = torch.Generator().manual_seed(seed)
-            points = starting_points(corpus, config, generator=generator, device=device)
+            points = starting_points(
+                corpus,
+                dim=dim,
+                sigma=sigma,
+                eta=eta,
+                generator=generator,
+                device=device,
+            )
             models = tuple(ABLATIONS) if seed == seeds[0] else ("full", "random_E")
             for label, (lr, budget) in runs.items():
                 steps = log_steps(budget, 5)
@@ -164,9 +148,9 @@ def _steps_text(steps: Sequence[int]) -> str:
 def match_table(
     runs: ProtocolRuns, names: Mapping[str, str], tags: Mapping[str, str]
 ) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Per corpus, dynamics label, split and seed: the evaluation steps at which
-    trained ``E`` is at 95% / 0.1, random fixed ``E`` at 72% / 0.6, and both; and the
-    number of steps with both over the seeds, keyed ``<corpus>_<tag>_<split>_match``."""
+    """Per corpus, label, split and seed: the steps at which each model, and both, are
+    at the paper's numbers; and how many with both, keyed
+    ``<corpus>_<tag>_<split>_match``."""
     rows, counts = {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -199,8 +183,7 @@ _UNIT = "N(0, 1) entries"
 def _model_curves(
     runs: ProtocolRuns, name: str, model: str, label: str
 ) -> dict[tuple[str, int], Curve]:
-    """One model's curves at one dynamics label, keyed ``(embedding scale, seed)``:
-    every seed, and for random fixed ``E`` the run from ``N(0, 1)`` entries."""
+    """One model's curves at one label, keyed ``(embedding scale, seed)``."""
     out = {
         ("rows of norm 1", s): runs.curves[(name, model, label, s)] for s in runs.seeds
     }
@@ -227,7 +210,7 @@ def _point_columns(point: Mapping[str, object], prefix: str) -> dict[str, object
 def _point(
     curve: Curve, j: int, model: str, split: str, key: tuple, label: str
 ) -> dict[str, object]:
-    """The evaluation ``j`` of ``curve`` as a :func:`nearest_point` is given."""
+    """The evaluation ``j`` of ``curve`` as :func:`nearest_point` gives it."""
     a, ell = curve.metrics[f"{split}_accuracy"][j], curve.metrics[f"{split}_loss"][j]
     paper = PAPER_ACCURACY_LOSS[model]
     return {
@@ -245,8 +228,7 @@ def _point(
 def _nearest_paired(
     runs: ProtocolRuns, name: str, labels: Sequence[str], split: str
 ) -> dict[str, dict[str, object]]:
-    """Both models at one step size, seed and evaluation step (the runs from rows of
-    norm 1): the step at which the farther of the two is nearest."""
+    """Both models at one label, seed and step: where the farther is nearest."""
     best, best_dist = None, np.inf
     for label in labels:
         for seed in runs.seeds:
@@ -267,17 +249,9 @@ def _nearest_paired(
 def nearest_tables(
     runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """How near the runs come to the paper's four numbers (:func:`nearest_point`,
-    distances in units of the paper's rounding, at most 1 inside its window).
-
-    The first table has one row per corpus, split, model and dynamics label: the
-    evaluation step, over the seeds (and, for random fixed ``E``, both scales of its
-    embeddings), nearest to the model's two numbers. The second has one row per
-    corpus, split and protocol: ``"each model at its own step size"`` (each model
-    read at its nearest point over every step size, seed, scale and step, the two
-    chosen apart) and ``"one step size, one step"`` (both at the same step size, seed
-    and evaluation step, as :func:`match_table` asks); its ``distance`` is the larger
-    of the two models'. The numbers are these distances, keyed
+    """How near the runs come to the paper's four numbers (:func:`nearest_point`): per
+    corpus, split, model and label; per protocol (each model at its own step size, or
+    both at one step); and the protocols' distances, keyed
     ``<corpus>_<split>_nearest_{own,paired}``."""
     rows, pairs, numbers = {}, {}, {}
     for name in names:
@@ -325,10 +299,8 @@ def nearest_tables(
 def nearest_quotes(
     protocols: pd.DataFrame, names: Mapping[str, str]
 ) -> dict[str, object]:
-    """What the text quotes of the protocol ``"each model at its own step size"`` of
-    :func:`nearest_tables`, keyed ``<corpus>_<split>_own_<model>_<field>`` with model
-    ``trained`` or ``random`` and field ``accuracy``, ``loss``, ``lr`` (the dynamics
-    label), ``E`` and ``step``."""
+    """The quoted fields of the protocol "each model at its own step size", keyed
+    ``<corpus>_<split>_own_<trained|random>_<field>``."""
     out = {}
     fields = {"accuracy": "accuracy", "loss": "loss", "lr": "step size", "E": "E"}
     for name, words in names.items():
@@ -346,13 +318,8 @@ def nearest_quotes(
 def accuracy_statistics(
     fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]
 ) -> dict[str, float]:
-    """What the checks of claim C6a compare over the seeds, from the curves of trained
-    and random fixed ``E`` and their :func:`accuracy_gap`: the smallest gap of the best
-    test accuracies and the largest standard error, the smallest ratio of the lowest
-    training losses (random over trained), the largest ratio of a seed's last training
-    loss to its lowest and the seeds whose training loss ends at twice its lowest, the
-    best test accuracy and lowest test loss of trained ``E``, and the largest
-    test-accuracy gap at the end of the budget."""
+    """What the checks of claim C6a compare over the seeds (trained and random fixed
+    ``E``'s curves, one :func:`accuracy_gap` per seed)."""
     return {
         "gap_min": min(g["gap"] for g in gaps),
         "se_max": max(g["se"] for g in gaps),
@@ -374,11 +341,8 @@ def accuracy_statistics(
 def accuracy_spreads(
     fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]
 ) -> dict[str, float]:
-    """The spread of the statistics of :func:`accuracy_statistics` that the checks of
-    claim C6a compare: the standard deviation over the seeds of each seed's gap of the
-    best test accuracies (``gap_min``), best test accuracy and lowest test loss of
-    trained ``E`` (``best_acc``, ``low_loss``) and test-accuracy gap at the end of the
-    budget (``end_gap``)."""
+    """The standard deviation over the seeds of the statistics of
+    :func:`accuracy_statistics` that the checks compare."""
     if not len(fulls) == len(rands) == len(gaps):
         raise ValueError("need one curve of each model and one gap per seed")
     return {
@@ -402,9 +366,7 @@ def accuracy_quotes(
     label: str,
     unit_entries: Curve,
 ) -> dict[str, float]:
-    """The numbers of claim C6a the text quotes for one corpus and dynamics label, from
-    :func:`accuracy_statistics`, the corpus's :func:`paper_number_table` and the
-    random fixed model from ``N(0, 1)`` entries."""
+    """The numbers of claim C6a the text quotes for one corpus and label."""
     full, rand = ABLATIONS["full"][0], ABLATIONS["random_E"][0]
     row_full, row_rand = (
         table.loc[(label, full, "test")],
@@ -434,9 +396,8 @@ def accuracy_quotes(
 def scale_table(
     runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
 ) -> tuple[pd.DataFrame, float]:
-    """The random fixed model from rows of norm one and from ``N(0, 1)`` entries (first
-    seed): test accuracy and loss at the end, best test accuracy, training accuracy at
-    the end; and the largest change of the final test accuracy between the scales."""
+    """Random fixed ``E`` from rows of norm one and ``N(0, 1)`` entries (first seed),
+    and the largest change of the final test accuracy between the two."""
     rows = {}
     for name in names:
         for label in labels:
@@ -466,7 +427,7 @@ def spread_runs(
     runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
 ) -> dict[tuple[str, str], pd.DataFrame]:
     """The spread ratios (one step then frozen ``E`` over trained ``E``, first seed)
-    along training, in the paper's binning, per corpus and dynamics label."""
+    along training in the paper's binning, per corpus and label."""
     spreads = {}
     for name in names:
         lo, hi = observed_range(runs.importance[name])
@@ -486,10 +447,9 @@ def crossing_table(
     names: Mapping[str, str],
     tags: Mapping[str, str],
 ) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
-    """Per corpus, dynamics label and score: the first step at which each reading of
-    the spread ratio reaches the paper's, and the ratio at the end of the budget; the
-    same numbers keyed ``<corpus>_<tag>_<score>_<reading>_{end,cross}``; and, keyed
-    ``<corpus>_<tag>_<score>``, the smallest scale-free ratio from step 10 on."""
+    """Per corpus, label and score: the first step at the paper's ratio and the ratio
+    at the end, per reading (also keyed ``<corpus>_<tag>_<score>_<reading>_{end,
+    cross}``); and the smallest scale-free ratio from step 10 on."""
     rows, numbers, late_min = {}, {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -538,11 +498,9 @@ def hold_table(
     names: Mapping[str, str],
     tags: Mapping[str, str],
 ) -> tuple[pd.DataFrame, dict[str, object], dict[str, tuple[float, str]]]:
-    """Per corpus and dynamics label: the steps at which the picture holds, the
-    smallest of its four statistics at the end of the budget and the step of the
-    largest U; the numbers the text quotes, keyed ``<corpus>_<tag>_picture_{holds,
-    peak_step,end_value,end_cls}``; and, keyed ``<corpus>_<tag>``, the smallest of the
-    four at the end with its description in words."""
+    """Per corpus and label: the steps where the picture holds, the smallest of its
+    four statistics at the end and the step of the largest U; the quoted numbers; and
+    the smallest at the end with its words, keyed ``<corpus>_<tag>``."""
     rows, numbers, ends = {}, {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -580,9 +538,8 @@ def picture_end_spreads(
     names: Mapping[str, str],
     tags: Mapping[str, str],
 ) -> dict[str, float]:
-    """Keyed ``<corpus>_<tag>`` like the ends of :func:`hold_table`: the standard
-    deviation over the seeds of each seed's smallest of the four statistics of the
-    picture at the end of the budget."""
+    """The standard deviation over the seeds of the smallest of the picture's four
+    statistics at the end, keyed ``<corpus>_<tag>``."""
     out = {}
     for name in names:
         for label, tag in tags.items():
