@@ -1,6 +1,5 @@
-"""The figures of the chapter on the paper's protocol: the learning curves of the three
-models, the spread ratio along training and the picture along training. Each function
-returns the figure; the chapter shows it. And two of its tables, styled for the page."""
+"""The figures of the chapter on the paper's protocol (learning curves, the spread
+ratio and the picture along training) and its tables, styled for the page."""
 
 from __future__ import annotations
 
@@ -181,8 +180,7 @@ _SHORT = {  # short headers: the table fits the column
 
 
 def styled_number_table(table: pd.DataFrame):
-    """A :func:`attnbook.experiments.paper_protocol.paper_number_table` (or several,
-    concatenated) with short headers, formatted for the page."""
+    """A ``paper_number_table`` (or several, concatenated) with short headers."""
     shown = table.rename(columns=_SHORT)
     steps = [c for c in shown.columns if c.startswith("step:")]
     return (
@@ -193,9 +191,8 @@ def styled_number_table(table: pd.DataFrame):
 
 
 def styled_cross_table(table: pd.DataFrame):
-    """A :func:`attnbook.experiments.protocol_runs.crossing_table` formatted for the
-    page: its columns under two headers (the first step at the paper's ratio, the ratio
-    at the end), one column a reading of the spread, so that it fits the column."""
+    """A ``crossing_table`` under two headers (first step at the paper's ratio, ratio
+    at the end), one column per reading, so that it fits the column."""
     words = {v: k for k, v in SPREAD_READINGS.items()}
     shown = table.copy()
     shown.columns = pd.MultiIndex.from_tuples(
@@ -205,7 +202,6 @@ def styled_cross_table(table: pd.DataFrame):
     return shown.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
 
 
-#: Shorter names for the columns and protocols of the nearest-point tables on the page.
 _NEAREST_NAMES = {
     "accuracy": "acc.",
     "accuracy − paper": "Δ acc.",
@@ -217,12 +213,8 @@ _NEAREST_NAMES = {
 
 
 def styled_nearest(table: pd.DataFrame):
-    """Either table of :func:`attnbook.experiments.protocol_runs.nearest_tables`
-    formatted for the page: a row for each model where the table gives both side by
-    side (``"<model>: <quantity>"`` columns; the pair's distance, the larger of the
-    two, is left to the reader), shorter names (``Δ acc.``: accuracy minus the
-    paper's), so that it fits the column; steps and seeds as integers, distances (in
-    units of the paper's rounding) to one decimal, accuracies and losses to three."""
+    """Either table of ``nearest_tables`` with a row per model and shorter names, so
+    that it fits the column."""
     table = _model_rows(table).drop(columns="pair distance", errors="ignore")
     table = table.rename(columns=_NEAREST_NAMES, index=_NEAREST_NAMES)
     ints = [c for c in table.columns if c.endswith(("step", "seed"))]
@@ -237,9 +229,8 @@ def styled_nearest(table: pd.DataFrame):
 
 
 def _model_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with its ``"<model>: <quantity>"`` columns moved into rows (a
-    ``model`` level after the table's own), its other columns repeated on each (as
-    ``"pair <name>"`` where a model has a quantity of that name)."""
+    """``table`` with its ``"<model>: <quantity>"`` columns moved into rows, the
+    others repeated on each (``"pair <name>"`` where a model has that quantity)."""
     models = list(dict.fromkeys(c.split(": ")[0] for c in table.columns if ": " in c))
     if not models:
         return table

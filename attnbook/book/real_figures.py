@@ -1,6 +1,4 @@
-"""The figures of the real-data chapter: the picture in two binnings, the tokens per
-bin, the seeds beside the shuffled-label null, the runs of the ablation and the
-synthetic picture. Each function returns the figure; the chapter shows it."""
+"""The figures of the real-data chapter; each function returns the figure."""
 
 from __future__ import annotations
 
@@ -61,9 +59,8 @@ def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
 def picture_figure(
     importance: Mapping[str, np.ndarray], runs: Mapping[str, PictureRuns], seed: int
 ):
-    """Bin means and standard deviations of both scores of the trained model (``seed``)
-    against the importance, in the two binnings of :data:`BINNINGS`, one row per data
-    set of :data:`DATASETS`."""
+    """Bin means and standard deviations of both scores of the trained model against
+    the importance, in both :data:`BINNINGS`, one row per data set."""
     fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.8))
     for r, name in enumerate(DATASETS):
         for c, (vals, label) in enumerate(
@@ -119,9 +116,8 @@ def null_figure(
     nulls: Mapping[str, pd.DataFrame],
     seeds: tuple[int, ...],
 ):
-    """The four main rank correlations of every seed (dots) beside those of the
-    shuffled-label runs (crosses), one panel per data set; ``tables`` is keyed by the
-    data set's display name, ``nulls`` by its key."""
+    """The four main rank correlations of every seed (dots) beside the shuffled-label
+    runs' (crosses); ``tables`` keyed by display name, ``nulls`` by key."""
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
     for ax, name in zip(axes, DATASETS):
         t = tables[NAMES[name]]
@@ -193,9 +189,8 @@ def synthetic_figure(
     runs: PictureRuns,
     seed: int,
 ):
-    """Bin means of both scores divided by their standard deviation: the synthetic
-    samples as drawn and conditioned on Assumption 1 beside IMDB (``importance`` and
-    ``runs``, its ``seed``)."""
+    """Bin means of both scores over their standard deviation: the synthetic samples
+    beside IMDB."""
     drawn, conditioned = synthetic["as drawn"], synthetic["conditioned on Assumption 1"]
     series = {
         "synthetic, as drawn": (

@@ -20,6 +20,7 @@ __all__ = [
     "window_steps",
     "matching_steps",
     "window_distance",
+    "point_at",
     "nearest_point",
     "accuracy_gap",
     "loss_rise",
@@ -53,8 +54,6 @@ def paper_number_table(
         paper = PAPER_ACCURACY_LOSS[model]
         for split in splits:
             acc, loss = f"{split}_accuracy", f"{split}_loss"
-            if acc not in curve.metrics:
-                raise ValueError(f"the curves have no {split!r} records")
             reach_acc = first_step_reaching(curve, acc, paper["accuracy"], below=False)
             reach_loss = first_step_reaching(curve, loss, paper["loss"], below=True)
             rows.append(
@@ -88,10 +87,6 @@ def window_steps(
 ) -> list[int]:
     """The evaluation steps at which accuracy and loss on ``split`` both lie within
     ``rounding`` of the paper's numbers for ``model``."""
-    if model not in PAPER_ACCURACY_LOSS:
-        raise ValueError(f"model must be one of {sorted(PAPER_ACCURACY_LOSS)}")
-    if min(rounding.values()) < 0:
-        raise ValueError("the tolerances must be non-negative")
     paper = PAPER_ACCURACY_LOSS[model]
     acc, loss = curve.metrics[f"{split}_accuracy"], curve.metrics[f"{split}_loss"]
     return [
@@ -113,8 +108,6 @@ def matching_steps(
     """The steps at which both models are in their :func:`window_steps` on ``split``
     under the dynamics ``label``."""
     full, rand = curves[("full", label)], curves[("random_E", label)]
-    if full.steps != rand.steps:
-        raise ValueError("the two curves must share their evaluation steps")
     rounding = {"accuracy": accuracy_tol, "loss": loss_tol}
     both = set(window_steps(rand, "random_E", split, rounding=rounding))
     return [
@@ -122,57 +115,53 @@ def matching_steps(
     ]
 
 
-def window_distance(
-    accuracy: float,
-    loss: float,
-    model: str,
-    *,
-    rounding: Mapping[str, float] = PAPER_ROUNDING,
-) -> float:
+def window_distance(accuracy: float, loss: float, model: str) -> float:
     """The larger distance of ``accuracy`` and ``loss`` from the paper's for ``model``,
     in units of the rounding: at most 1 inside the window."""
     if model not in PAPER_ACCURACY_LOSS:
         raise ValueError(f"model must be one of {sorted(PAPER_ACCURACY_LOSS)}")
-    if min(rounding.values()) <= 0:
-        raise ValueError("the tolerances must be positive")
     paper = PAPER_ACCURACY_LOSS[model]
     return max(
-        abs(accuracy - paper["accuracy"]) / rounding["accuracy"],
-        abs(loss - paper["loss"]) / rounding["loss"],
+        abs(accuracy - paper["accuracy"]) / PAPER_ROUNDING["accuracy"],
+        abs(loss - paper["loss"]) / PAPER_ROUNDING["loss"],
     )
+
+
+def point_at(curve: Curve, j: int, model: str, split: str, key: object) -> dict:
+    """The evaluation ``j`` of ``curve`` on ``split``: ``key``, ``step``, ``accuracy``,
+    ``loss``, ``accuracy_off``, ``loss_off`` (minus the paper's) and ``distance``."""
+    a, ell = curve.metrics[f"{split}_accuracy"][j], curve.metrics[f"{split}_loss"][j]
+    paper = PAPER_ACCURACY_LOSS[model]
+    return {
+        "key": key,
+        "step": curve.steps[j],
+        "accuracy": a,
+        "loss": ell,
+        "accuracy_off": a - paper["accuracy"],
+        "loss_off": ell - paper["loss"],
+        "distance": window_distance(a, ell, model),
+    }
 
 
 def nearest_point(
     curves: Mapping[object, Curve], model: str, split: str
 ) -> dict[str, object]:
-    """Over every curve and step, the point of ``split`` nearest the paper's numbers for
-    ``model`` (first on ties): ``key``, ``step``, ``accuracy``, ``loss``,
-    ``accuracy_off``, ``loss_off`` (minus the paper's) and ``distance``."""
+    """The :func:`point_at` of every curve and step nearest the paper's numbers for
+    ``model`` (the first on ties)."""
     if not curves:
         raise ValueError("curves must not be empty")
-    paper, best = PAPER_ACCURACY_LOSS.get(model), None
+    best = None
     for key, curve in curves.items():
-        acc, loss = curve.metrics[f"{split}_accuracy"], curve.metrics[f"{split}_loss"]
-        for step, a, ell in zip(curve.steps, acc, loss):
-            dist = window_distance(a, ell, model)
-            if best is None or dist < best["distance"]:
-                best = {
-                    "key": key,
-                    "step": step,
-                    "accuracy": a,
-                    "loss": ell,
-                    "accuracy_off": a - paper["accuracy"],
-                    "loss_off": ell - paper["loss"],
-                    "distance": dist,
-                }
+        for j in range(len(curve.steps)):
+            point = point_at(curve, j, model, split, key)
+            if best is None or point["distance"] < best["distance"]:
+                best = point
     return best
 
 
 def accuracy_gap(full: Curve, rand: Curve, n_test: int) -> dict[str, float]:
     """Each model's best test accuracy, their ``gap`` and its binomial standard error
     ``se = sqrt((a(1 - a) + b(1 - b)) / n_test)`` (conservative: same reviews)."""
-    if n_test < 1:
-        raise ValueError(f"n_test must be positive, got {n_test}")
     a = max(full.metrics["test_accuracy"])
     b = max(rand.metrics["test_accuracy"])
     se = float(np.sqrt((a * (1 - a) + b * (1 - b)) / n_test))

@@ -26,12 +26,11 @@ from attnbook.experiments.curves import (
 )
 from attnbook.experiments.importance import observed_range, token_statistics
 from attnbook.experiments.paper_protocol import (
-    PAPER_ACCURACY_LOSS,
     crossing_steps,
     loss_rise,
     matching_steps,
     nearest_point,
-    window_distance,
+    point_at,
     window_steps,
 )
 from attnbook.experiments.picture import MAIN_STATISTICS
@@ -207,24 +206,6 @@ def _point_columns(point: Mapping[str, object], prefix: str) -> dict[str, object
     }
 
 
-def _point(
-    curve: Curve, j: int, model: str, split: str, key: tuple, label: str
-) -> dict[str, object]:
-    """The evaluation ``j`` of ``curve`` as :func:`nearest_point` gives it."""
-    a, ell = curve.metrics[f"{split}_accuracy"][j], curve.metrics[f"{split}_loss"][j]
-    paper = PAPER_ACCURACY_LOSS[model]
-    return {
-        "key": key,
-        "label": label,
-        "step": curve.steps[j],
-        "accuracy": a,
-        "loss": ell,
-        "accuracy_off": a - paper["accuracy"],
-        "loss_off": ell - paper["loss"],
-        "distance": window_distance(a, ell, model),
-    }
-
-
 def _nearest_paired(
     runs: ProtocolRuns, name: str, labels: Sequence[str], split: str
 ) -> dict[str, dict[str, object]]:
@@ -237,8 +218,9 @@ def _nearest_paired(
             rand = runs.curves[(name, "random_E", label, seed)]
             for j in range(len(full.steps)):
                 pair = {
-                    "full": _point(full, j, "full", split, key, label),
-                    "random_E": _point(rand, j, "random_E", split, key, label),
+                    "full": point_at(full, j, "full", split, key) | {"label": label},
+                    "random_E": point_at(rand, j, "random_E", split, key)
+                    | {"label": label},
                 }
                 dist = max(p["distance"] for p in pair.values())
                 if dist < best_dist:
@@ -343,8 +325,6 @@ def accuracy_spreads(
 ) -> dict[str, float]:
     """The standard deviation over the seeds of the statistics of
     :func:`accuracy_statistics` that the checks compare."""
-    if not len(fulls) == len(rands) == len(gaps):
-        raise ValueError("need one curve of each model and one gap per seed")
     return {
         "gap_min": repeats.spread_over([g["gap"] for g in gaps]),
         "best_acc": repeats.spread_over(
