@@ -12,8 +12,11 @@ from matplotlib.lines import Line2D
 
 from attnbook.book.plotting import PALETTE
 from attnbook.experiments.curves import ABLATIONS, SPREAD_READINGS
-from attnbook.experiments.paper_protocol import PAPER_ACCURACY_LOSS, PAPER_SPREAD_RATIO
-from attnbook.experiments.protocol_runs import ProtocolRuns
+from attnbook.experiments.protocol_runs import (
+    PAPER_ACCURACY_LOSS,
+    PAPER_SPREAD_RATIO,
+    ProtocolRuns,
+)
 from attnbook.experiments.robustness import PICTURE_STATISTICS
 
 __all__ = [

@@ -5,7 +5,6 @@ models along training."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -94,7 +93,6 @@ class Curve:
     metrics: dict[str, list[float]] = field(default_factory=dict)
     scores: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     params: dict[str, torch.Tensor] = field(default_factory=dict)
-    seconds: float = 0.0
 
     def at(self, step: int) -> dict[str, float]:
         """The metrics recorded at ``step``."""
@@ -133,20 +131,13 @@ def train_curve(
     for name, t in P.items():
         t.requires_grad_(name in trainable)
     device, dtype = P["E"].device, P["E"].dtype
-    data = {
-        s: (
-            getattr(corpus, s).to(device),
-            corpus.labels(s, dtype=dtype, device=device),
-        )
-        for s in splits
-    }
-    if "train" in data:
-        train = data["train"]
-    else:
-        train = (
-            corpus.train.to(device),
-            corpus.labels("train", dtype=dtype, device=device),
-        )
+
+    def split(s: str) -> tuple:
+        y = corpus.labels(s, dtype=dtype, device=device)
+        return getattr(corpus, s).to(device), y
+
+    data = {s: split(s) for s in splits}
+    train = data["train"] if "train" in data else split("train")
     step_once = None
     if fused:  # None where the one-sweep step does not apply
         step_once = fused_one_layer_step(
@@ -160,13 +151,12 @@ def train_curve(
     def record(step: int) -> None:
         curve.steps.append(step)
         with torch.no_grad():
-            for split, (counts, y) in data.items():
+            for name, (counts, y) in data.items():
                 ev = evaluate_binary(P, counts, y)
                 for m in ("loss", "accuracy", "balanced_accuracy"):
-                    curve.metrics.setdefault(f"{split}_{m}", []).append(float(ev[m]))
+                    curve.metrics.setdefault(f"{name}_{m}", []).append(float(ev[m]))
         curve.scores[step] = _scores(P)
 
-    t0 = time.perf_counter()
     if 0 in wanted:
         record(0)
     for step in range(1, max(eval_steps) + 1):
@@ -176,7 +166,6 @@ def train_curve(
             training_step(opt, loss_fn, step)
         if step in wanted:
             record(step)
-    curve.seconds = time.perf_counter() - t0
     curve.params = {k: t.detach().clone() for k, t in P.items()}
     return curve
 

@@ -1,6 +1,6 @@
-"""The tables and figures of the chapter on the paper's protocol
-(attnbook.experiments.protocol_runs, attnbook.book.protocol_figures and the check
-descriptions of attnbook.experiments.paper_protocol), on made-up learning curves."""
+"""The tables, check descriptions and figures of the chapter on the paper's protocol
+(attnbook.experiments.protocol_runs, attnbook.book.protocol_figures), on made-up
+learning curves."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from attnbook.book import protocol_figures
 from attnbook.experiments import protocol_runs as pr
 from attnbook.experiments.curves import ABLATIONS, Curve
-from attnbook.experiments.paper_protocol import (
+from attnbook.experiments.picture import MAIN_STATISTICS
+from attnbook.experiments.protocol_runs import (
     accuracy_descriptions,
     accuracy_gap,
     nearest_point,
@@ -21,7 +22,6 @@ from attnbook.experiments.paper_protocol import (
     spread_descriptions,
     window_distance,
 )
-from attnbook.experiments.picture import MAIN_STATISTICS
 
 RNG = np.random.default_rng(1)
 V, STEPS = 200, [0, 1, 3, 10, 30]
