@@ -10,7 +10,7 @@ import torch
 from attnbook.data.selection import assumption_one_data
 from attnbook.experiments.curves import Dynamics, ablation_curves, log_steps
 from attnbook.experiments.picture import picture_runs
-from attnbook.experiments.real_data import ReviewExperimentConfig, starting_points
+from attnbook.experiments.real_data import starting_points
 from attnbook.experiments.synthetic_picture import one_relevant_spec, synthetic_corpus
 from attnbook.models.losses import logistic_loss
 from attnbook.models.mlp_head import PooledIndex, init_mlp_head, mlp_attention_output
@@ -37,11 +37,11 @@ def main() -> str:
     """Run every computation and return the digest of all their numbers."""
     rng = seed_everything(3)
     corpus, _ = synthetic_corpus(one_relevant_spec(10, 60, 20), 300, 100, rng)
-    config = ReviewExperimentConfig(dim=32, init_scale=0.01, eta=2.0)
+    config = dict(dim=32, sigma=0.01, eta=2.0)
     gd = Dynamics("gd", {"E": 0.2, "p": 0.3, "v": 0.3})
     runs = picture_runs(
         corpus,
-        config,
+        **config,
         seeds=(0, 1),
         adam=Dynamics.adam(1e-3),
         steps=15,
@@ -55,7 +55,9 @@ def main() -> str:
         add(*runs.scores[key])
     add(runs.null_importance)
 
-    points = starting_points(corpus, config, generator=torch.Generator().manual_seed(0))
+    points = starting_points(
+        corpus, **config, generator=torch.Generator().manual_seed(0)
+    )
     adam = {"adam": Dynamics.adam(1e-2)}
     curves = ablation_curves(corpus, points, adam, log_steps(20, 3))
     for key in sorted(curves):

@@ -1,19 +1,22 @@
-"""The figures of the chapter on the paper's protocol: the learning curves of the three
-models, the spread ratio along training and the picture along training. Each function
-returns the figure; the chapter shows it. And two of its tables, styled for the page."""
+"""The figures of the chapter on the paper's protocol (learning curves, the spread
+ratio and the picture along training) and its tables, styled for the page."""
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
 from attnbook.book.plotting import PALETTE
 from attnbook.experiments.curves import ABLATIONS, SPREAD_READINGS
-from attnbook.experiments.paper_protocol import PAPER_ACCURACY_LOSS, PAPER_SPREAD_RATIO
-from attnbook.experiments.protocol_runs import ProtocolRuns
+from attnbook.experiments.protocol_runs import (
+    PAPER_ACCURACY_LOSS,
+    PAPER_SPREAD_RATIO,
+    ProtocolRuns,
+)
 from attnbook.experiments.robustness import PICTURE_STATISTICS
 
 __all__ = [
@@ -31,12 +34,6 @@ _MODEL_COLORS = {
 }
 
 
-def _subplots(*args, **kwargs):
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
-
-
 def _legend(fig, handles: list, ncol: int, bottom: float) -> None:
     fig.legend(
         handles=handles, loc="lower center", ncol=ncol, fontsize=10, frameon=False
@@ -48,7 +45,7 @@ def _legend(fig, handles: list, ncol: int, bottom: float) -> None:
 def curve_figure(runs: ProtocolRuns, name: str, title: str, labels: Sequence[str]):
     """Accuracy and loss (training split solid, test dashed) of the three models along
     the budget of each dynamics label (first seed), with the paper's numbers dotted."""
-    fig, axes = _subplots(2, 2, figsize=(9.0, 7.0), sharex="col")
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.0), sharex="col")
     for c, label in enumerate(labels):
         for r, metric in enumerate(("accuracy", "loss")):
             ax = axes[r, c]
@@ -92,7 +89,7 @@ def spread_figure(
 ):
     """The spread ratio (frozen over trained) of both scores along training, in the
     three readings of :data:`SPREAD_READINGS`, one column per dynamics label."""
-    fig, axes = _subplots(2, 2, figsize=(9.0, 7.2), sharex="col", sharey="row")
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.2), sharex="col", sharey="row")
     for c, label in enumerate(labels):
         for r, score in enumerate(("E.v", "E.p")):
             ax = axes[r, c]
@@ -140,7 +137,7 @@ def along_figure(
     """The value trend and the U along training, every seed, one line colour per
     dynamics label, with the ``threshold`` and the real-data chapter's ``budget``."""
     colors = dict(zip(labels, (PALETTE["theory"], PALETTE["negative"])))
-    fig, axes = _subplots(2, 2, figsize=(9.0, 7.0), sharex=True, sharey=True)
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.0), sharex=True, sharey=True)
     for r, name in enumerate(names):
         for c, key in enumerate(("value", "cls")):
             ax = axes[r, c]
@@ -186,8 +183,7 @@ _SHORT = {  # short headers: the table fits the column
 
 
 def styled_number_table(table: pd.DataFrame):
-    """A :func:`attnbook.experiments.paper_protocol.paper_number_table` (or several,
-    concatenated) with short headers, formatted for the page."""
+    """A ``paper_number_table`` (or several, concatenated) with short headers."""
     shown = table.rename(columns=_SHORT)
     steps = [c for c in shown.columns if c.startswith("step:")]
     return (
@@ -198,9 +194,8 @@ def styled_number_table(table: pd.DataFrame):
 
 
 def styled_cross_table(table: pd.DataFrame):
-    """A :func:`attnbook.experiments.protocol_runs.crossing_table` formatted for the
-    page: its columns under two headers (the first step at the paper's ratio, the ratio
-    at the end), one column a reading of the spread, so that it fits the column."""
+    """A ``crossing_table`` under two headers (first step at the paper's ratio, ratio
+    at the end), one column per reading, so that it fits the column."""
     words = {v: k for k, v in SPREAD_READINGS.items()}
     shown = table.copy()
     shown.columns = pd.MultiIndex.from_tuples(
@@ -210,7 +205,6 @@ def styled_cross_table(table: pd.DataFrame):
     return shown.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
 
 
-#: Shorter names for the columns and protocols of the nearest-point tables on the page.
 _NEAREST_NAMES = {
     "accuracy": "acc.",
     "accuracy − paper": "Δ acc.",
@@ -222,12 +216,8 @@ _NEAREST_NAMES = {
 
 
 def styled_nearest(table: pd.DataFrame):
-    """Either table of :func:`attnbook.experiments.protocol_runs.nearest_tables`
-    formatted for the page: a row for each model where the table gives both side by
-    side (``"<model>: <quantity>"`` columns; the pair's distance, the larger of the
-    two, is left to the reader), shorter names (``Δ acc.``: accuracy minus the
-    paper's), so that it fits the column; steps and seeds as integers, distances (in
-    units of the paper's rounding) to one decimal, accuracies and losses to three."""
+    """Either table of ``nearest_tables`` with a row per model and shorter names, so
+    that it fits the column."""
     table = _model_rows(table).drop(columns="pair distance", errors="ignore")
     table = table.rename(columns=_NEAREST_NAMES, index=_NEAREST_NAMES)
     ints = [c for c in table.columns if c.endswith(("step", "seed"))]
@@ -242,9 +232,8 @@ def styled_nearest(table: pd.DataFrame):
 
 
 def _model_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with its ``"<model>: <quantity>"`` columns moved into rows (a
-    ``model`` level after the table's own), its other columns repeated on each (as
-    ``"pair <name>"`` where a model has a quantity of that name)."""
+    """``table`` with its ``"<model>: <quantity>"`` columns moved into rows, the
+    others repeated on each (``"pair <name>"`` where a model has that quantity)."""
     models = list(dict.fromkeys(c.split(": ")[0] for c in table.columns if ": " in c))
     if not models:
         return table

@@ -1,11 +1,10 @@
-"""The figures of the real-data chapter: the picture in two binnings, the tokens per
-bin, the seeds beside the shuffled-label null, the runs of the ablation and the
-synthetic picture. Each function returns the figure; the chapter shows it."""
+"""The figures of the real-data chapter; each function returns the figure."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
@@ -48,12 +47,6 @@ _BIN_COLORS = {
 }
 
 
-def _subplots(*args, **kwargs):
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
-
-
 def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(
@@ -66,10 +59,9 @@ def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
 def picture_figure(
     importance: Mapping[str, np.ndarray], runs: Mapping[str, PictureRuns], seed: int
 ):
-    """Bin means and standard deviations of both scores of the trained model (``seed``)
-    against the importance, in the two binnings of :data:`BINNINGS`, one row per data
-    set of :data:`DATASETS`."""
-    fig, axes = _subplots(2, 2, figsize=(9.0, 6.8))
+    """Bin means and standard deviations of both scores of the trained model against
+    the importance, in both :data:`BINNINGS`, one row per data set."""
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.8))
     for r, name in enumerate(DATASETS):
         for c, (vals, label) in enumerate(
             zip(runs[name].scores[("adam", seed)], _SCORES)
@@ -96,7 +88,7 @@ def picture_figure(
 
 def bin_counts_figure(importance: Mapping[str, np.ndarray]):
     """Tokens per bin in the two binnings (log scale), one panel per data set."""
-    fig, axes = _subplots(1, 2, figsize=(9.0, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6))
     for ax, name in zip(axes, DATASETS):
         imp = importance[name]
         for b, how in BINNINGS.items():
@@ -124,10 +116,9 @@ def null_figure(
     nulls: Mapping[str, pd.DataFrame],
     seeds: tuple[int, ...],
 ):
-    """The four main rank correlations of every seed (dots) beside those of the
-    shuffled-label runs (crosses), one panel per data set; ``tables`` is keyed by the
-    data set's display name, ``nulls`` by its key."""
-    fig, axes = _subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
+    """The four main rank correlations of every seed (dots) beside the shuffled-label
+    runs' (crosses); ``tables`` keyed by display name, ``nulls`` by key."""
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
     for ax, name in zip(axes, DATASETS):
         t = tables[NAMES[name]]
         for j, key in enumerate(MAIN_STATISTICS):
@@ -171,7 +162,7 @@ def ablation_figure(
 ):
     """Bin means of both scores, each divided by its standard deviation over the tokens,
     for the one step, the theorem's setting, gradient descent and Adam (``seed``)."""
-    fig, axes = _subplots(2, 2, figsize=(9.0, 7.0), sharex=True)
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.0), sharex=True)
     for r, name in enumerate(DATASETS):
         for key, (color, ls) in _RUN_STYLE.items():
             for c, vals in enumerate(runs[name].scores[(key, seed)]):
@@ -198,9 +189,8 @@ def synthetic_figure(
     runs: PictureRuns,
     seed: int,
 ):
-    """Bin means of both scores divided by their standard deviation: the synthetic
-    samples as drawn and conditioned on Assumption 1 beside IMDB (``importance`` and
-    ``runs``, its ``seed``)."""
+    """Bin means of both scores over their standard deviation: the synthetic samples
+    beside IMDB."""
     drawn, conditioned = synthetic["as drawn"], synthetic["conditioned on Assumption 1"]
     series = {
         "synthetic, as drawn": (
@@ -215,7 +205,7 @@ def synthetic_figure(
         ),
         "IMDB": (importance, runs.scores[("adam", seed)], PALETTE["theory"]),
     }
-    fig, axes = _subplots(1, 2, figsize=(9.0, 3.9))
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.9))
     for label, (imp, scores, color) in series.items():
         keep = np.isfinite(imp)
         for ax, vals in zip(axes, scores):

@@ -1,21 +1,10 @@
-"""Learning curves at equal budgets, with Adam or plain gradient descent.
-
-:class:`Dynamics` names an optimizer (``"adam"`` or ``"gd"``) and a step size for each
-parameter group (``E``, ``p``, ``v``): plain full-batch gradient descent with one step
-size per group is the dynamics of the theory (a gradient flow, discretised, in which a
-token's update keeps the frequency factor of its gradient); Adam normalises every
-coordinate of the update to about its step size.
-
-:func:`train_curve` trains one model and records, at the evaluation steps
-(:func:`log_steps`: evenly spaced on a log axis), the loss and the accuracy on every
-split of the corpus and the token scores ``(E_s . v, E_s . p)``.
-:func:`spread_curves` turns the scores of two models into within-bin spread ratios
-at every common step, in the three readings of the real-data chapter.
-"""
+"""Learning curves at equal budgets, with Adam or plain gradient descent
+(:class:`Dynamics`): :func:`train_curve` records the loss, accuracy and token scores
+at the evaluation steps; :func:`spread_curves` the within-bin spread ratios of two
+models along training."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -46,12 +35,8 @@ _GROUPS = ("E", "p", "v")
 
 @dataclass(frozen=True)
 class Dynamics:
-    """An optimizer and its step size per parameter group.
-
-    ``optimizer`` is ``"adam"`` or ``"gd"`` (plain full-batch gradient descent);
-    ``lr`` maps each of ``E``, ``p``, ``v`` that may be trained to a positive step size
-    (a group missing from ``lr`` cannot be trained with these dynamics).
-    """
+    """``optimizer`` (``"adam"`` or ``"gd"``, full-batch) and a positive step size
+    ``lr[group]`` for each of ``E``, ``p``, ``v`` it may train."""
 
     optimizer: str
     lr: Mapping[str, float]
@@ -91,13 +76,9 @@ class Dynamics:
 
 
 def log_steps(budget: int, per_decade: int = 6) -> tuple[int, ...]:
-    """Step 0 and about ``per_decade`` steps per decade from 1 to ``budget`` (both
-    included), rounded to integers and without repeats: the evaluation steps of a
-    learning curve on a log-step axis."""
+    """Step 0 and about ``per_decade`` integer steps per decade from 1 to ``budget``."""
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
-    if per_decade < 1:
-        raise ValueError(f"per_decade must be at least 1, got {per_decade}")
     n = int(np.ceil(np.log10(budget) * per_decade)) + 1 if budget > 1 else 1
     steps = np.unique(np.round(np.logspace(0, np.log10(budget), n)).astype(int))
     return (0, *(int(s) for s in steps))
@@ -105,16 +86,13 @@ def log_steps(budget: int, per_decade: int = 6) -> tuple[int, ...]:
 
 @dataclass
 class Curve:
-    """What :func:`train_curve` recorded: the evaluation ``steps``, ``metrics[name]``
-    (one value per step; names ``<split>_loss``, ``<split>_accuracy`` and
-    ``<split>_balanced_accuracy``), ``scores[step] = (E.v, E.p)`` and the final
-    parameters."""
+    """The evaluation ``steps``, ``metrics["<split>_<loss|accuracy|...>"]`` (one value
+    per step), ``scores[step] = (E.v, E.p)`` and the final ``params``."""
 
     steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
     scores: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     params: dict[str, torch.Tensor] = field(default_factory=dict)
-    seconds: float = 0.0
 
     def at(self, step: int) -> dict[str, float]:
         """The metrics recorded at ``step``."""
@@ -141,16 +119,10 @@ def train_curve(
     splits: tuple[str, ...] = ("train", "test"),
     fused: bool = True,
 ) -> Curve:
-    """Train ``params[trainable]`` (copies; ``params`` is left alone) on the full-batch
-    logistic loss of ``corpus.train`` for ``max(eval_steps)`` steps of ``dynamics``.
-
-    At every step of ``eval_steps`` (step 0 is the start) it records the loss, accuracy
-    and balanced accuracy on each split of ``splits`` (``train``, ``validation``,
-    ``test``) and the token scores. A step sweeps over ``E`` once
-    (:func:`attnbook.models.fused_training.fused_one_layer_step`) where that applies and
-    ``fused`` is true; else it is the autograd step of the count engine. The two agree
-    up to rounding.
-    """
+    """Train copies of ``params[trainable]`` on the logistic loss of ``corpus.train``
+    for ``max(eval_steps)`` steps of ``dynamics``, recording each split of ``splits``
+    at ``eval_steps``. With ``fused`` a step sweeps over ``E`` once where it can
+    (:func:`~attnbook.models.fused_training.fused_one_layer_step`); else autograd."""
     if not trainable or set(trainable) - set(_GROUPS):
         raise ValueError(f"trainable must name groups among {_GROUPS}, got {trainable}")
     if not eval_steps or min(eval_steps) < 0:
@@ -159,20 +131,13 @@ def train_curve(
     for name, t in P.items():
         t.requires_grad_(name in trainable)
     device, dtype = P["E"].device, P["E"].dtype
-    data = {
-        s: (
-            getattr(corpus, s).to(device),
-            corpus.labels(s, dtype=dtype, device=device),
-        )
-        for s in splits
-    }
-    if "train" in data:
-        train = data["train"]
-    else:
-        train = (
-            corpus.train.to(device),
-            corpus.labels("train", dtype=dtype, device=device),
-        )
+
+    def split(s: str) -> tuple:
+        y = corpus.labels(s, dtype=dtype, device=device)
+        return getattr(corpus, s).to(device), y
+
+    data = {s: split(s) for s in splits}
+    train = data["train"] if "train" in data else split("train")
     step_once = None
     if fused:  # None where the one-sweep step does not apply
         step_once = fused_one_layer_step(
@@ -186,13 +151,12 @@ def train_curve(
     def record(step: int) -> None:
         curve.steps.append(step)
         with torch.no_grad():
-            for split, (counts, y) in data.items():
+            for name, (counts, y) in data.items():
                 ev = evaluate_binary(P, counts, y)
                 for m in ("loss", "accuracy", "balanced_accuracy"):
-                    curve.metrics.setdefault(f"{split}_{m}", []).append(float(ev[m]))
+                    curve.metrics.setdefault(f"{name}_{m}", []).append(float(ev[m]))
         curve.scores[step] = _scores(P)
 
-    t0 = time.perf_counter()
     if 0 in wanted:
         record(0)
     for step in range(1, max(eval_steps) + 1):
@@ -202,7 +166,6 @@ def train_curve(
             training_step(opt, loss_fn, step)
         if step in wanted:
             record(step)
-    curve.seconds = time.perf_counter() - t0
     curve.params = {k: t.detach().clone() for k, t in P.items()}
     return curve
 
@@ -210,8 +173,8 @@ def train_curve(
 def first_step_reaching(
     curve: Curve, metric: str, target: float, *, below: bool
 ) -> int | None:
-    """The first evaluation step at which ``metric`` is at most (``below=True``) or at
-    least ``target``, or ``None`` when the curve never gets there."""
+    """The first evaluation step with ``metric`` at most (``below``) or at least
+    ``target``; ``None`` if none."""
     if metric not in curve.metrics:
         raise ValueError(f"the curve has no metric {metric!r}")
     for step, value in zip(curve.steps, curve.metrics[metric]):
@@ -245,11 +208,9 @@ def spread_curves(
     hi: float,
     n_bins: int = 20,
 ) -> pd.DataFrame:
-    """The within-bin spread of each score under ``numerator`` divided by that under
-    ``denominator``, at every evaluation step (>= 1) the two curves share, in every
-    reading of :data:`SPREAD_READINGS` (``n_bins`` bins of ``[lo, hi]``; bins with at
-    least two tokens). Columns ``step``, ``score`` (``E.v`` / ``E.p``), ``reading``,
-    ``ratio``."""
+    """The within-bin spread of each score under ``numerator`` over that under
+    ``denominator`` at every shared step >= 1, in each of :data:`SPREAD_READINGS`:
+    columns ``step``, ``score``, ``reading``, ``ratio``."""
     x = np.asarray(importance, dtype=np.float64)
     keep = np.isfinite(x)
     rows = []
@@ -267,8 +228,7 @@ def spread_curves(
     return pd.DataFrame(rows)
 
 
-#: The three models of the ablations at equal budgets: key -> (name, starting point
-#: of :class:`attnbook.experiments.real_data.StartingPoints`, trained groups).
+#: The ablations: key -> (name, starting point, trained groups).
 ABLATIONS = {
     "full": ("trained E", "init", ("E", "p", "v")),
     "random_E": ("random fixed E", "random_E", ("p", "v")),
@@ -284,10 +244,8 @@ def ablation_curves(
     *,
     models: tuple[str, ...] = tuple(ABLATIONS),
 ) -> dict[tuple[str, str], Curve]:
-    """The learning curve of every model of :data:`ABLATIONS` (``models``) under every
-    entry of ``dynamics`` (label -> :class:`Dynamics`), all with the same evaluation
-    steps and so the same budget; ``points[start]`` gives each model's starting
-    parameters. Keys are ``(model, dynamics label)``."""
+    """The curve of each of ``models`` under each ``dynamics[label]``, from
+    ``points[start]``, keyed ``(model, label)``."""
     unknown = set(models) - set(ABLATIONS)
     if unknown:
         raise ValueError(

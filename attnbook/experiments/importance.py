@@ -1,48 +1,7 @@
-"""Token importance on labelled data, binned summaries and rank correlations with
-intervals.
-
-Token importance (:func:`token_importance`)
-    For a token ``s`` let ``N_+(s)`` and ``N_-(s)`` be the numbers of positive and
-    negative *training documents that contain* ``s`` (a document counts once however
-    often ``s`` occurs in it). The importance is the difference of the label posteriors
-    given that ``s`` occurs,
-
-        I(s) = P(1 | s) - P(0 | s)  in [-1, 1].
-
-    With ``balanced=False`` the posteriors are the empirical ones, ``P(1 | s) = N_+(s) /
-    (N_+(s) + N_-(s))``, so ``I(s) = (N_+ - N_-) / (N_+ + N_-)``. On an imbalanced
-    corpus these posteriors inherit the class prior: a token that is equally common in
-    both classes gets ``I(s) = 2 pi - 1`` rather than 0 (``pi`` the positive fraction).
-    With ``balanced=True`` (the default) each class is reweighted by the inverse of its
-    size, i.e. the posteriors are computed as if both classes were equally frequent:
-
-        I(s) = (r_+ - r_-) / (r_+ + r_-),   r_+ = N_+(s) / n_+,  r_- = N_-(s) / n_-,
-
-    where ``n_+``, ``n_-`` are the class sizes. A token with the same document frequency
-    in both classes then has importance 0 and the sign of ``I`` says which class the
-    token favours. On a balanced corpus (``n_+ = n_-``) the two definitions coincide
-    exactly.
-
-:func:`token_statistics` gives a review corpus's importance, average signed frequency
-and document frequency together.
-
-Binned statistics (:func:`bin_statistics`, :func:`within_bin_spread`)
-    ``[lo, hi]`` is cut into ``n_bins`` equal bins (the last one closed on the right);
-    for each bin the number of tokens, the mean and the standard deviation of a
-    per-token quantity.
-
-    :func:`observed_range` gives the bins of the paper (``[min I, max I]`` of the
-    tokens) instead of ``[-1, 1]``; :func:`mean_within_bin_std` averages the per-bin
-    standard deviations over tokens or over bins, the two readings of "average
-    within-bin standard deviation".
-
-Rank correlations (:func:`spearman`, :func:`bootstrap_rank_correlation`,
-:func:`partial_spearman`)
-    Spearman's rank correlation, with a percentile bootstrap interval obtained by
-    resampling *tokens* with replacement; the partial rank correlation of two
-    quantities given a third (for example the log document frequency).
-
-The figure of binned scores is :func:`attnbook.book.plotting.plot_binned`.
+"""Token importance on labelled data (:func:`token_importance`), binned summaries of a
+per-token score (:func:`bin_statistics`, :func:`within_bin_spread`,
+:func:`mean_within_bin_std`) and rank correlations (:func:`spearman`, with a bootstrap
+interval, and :func:`partial_spearman`).
 """
 
 from __future__ import annotations
@@ -81,8 +40,6 @@ __all__ = [
 
 
 def _signed_numpy(labels: object, n: int, both: bool = True) -> np.ndarray:
-    """Labels in {-1, +1} (checked by :func:`attnbook.validation.as_signed_labels`) as
-    an int64 array; with ``both``, both classes must occur."""
     out = as_signed_labels(labels, n).cpu().numpy().astype(np.int64)
     if both and np.unique(out).size < 2:
         raise ValueError("labels hold a single class: importance is undefined")
@@ -92,10 +49,8 @@ def _signed_numpy(labels: object, n: int, both: bool = True) -> np.ndarray:
 def document_class_counts(
     counts: TokenCounts, labels: object
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(N_+(s), N_-(s))``: how many positive / negative documents contain each token.
-
-    ``labels`` are +-1 (NumPy or torch), one per row of ``counts``.
-    """
+    """``(N_+(s), N_-(s))``: how many positive / negative documents (labels +-1)
+    contain each token."""
     if not isinstance(counts, TokenCounts):
         raise ArgumentTypeError(
             f"counts must be a TokenCounts, got {type(counts).__name__}"
@@ -113,12 +68,9 @@ def document_class_counts(
 def token_importance(
     counts: TokenCounts, labels: object, *, balanced: bool = True
 ) -> np.ndarray:
-    """``I(s) = P(1|s) - P(0|s)`` for every token (see the module docstring), a ``(V,)``
-    array.
-
-    ``balanced=True`` reweights the classes to equal prior mass; ``False`` uses the
-    empirical posteriors. Tokens that occur in no document get ``NaN``.
-    """
+    """``I(s) = P(1|s) - P(0|s)``, ``(V,)``: with ``r_± = N_±(s) / n_±`` (document
+    counts over class sizes, ``balanced``) ``I = (r_+ - r_-) / (r_+ + r_-)``, else
+    ``(N_+ - N_-) / (N_+ + N_-)``; ``NaN`` for a token in no document."""
     n_pos, n_neg = document_class_counts(counts, labels)
     y = _signed_numpy(labels, counts.n_sequences)
     if balanced:
@@ -164,9 +116,7 @@ def finite_array(x: object, what: str) -> np.ndarray:
 
 def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
     n_bins = check_count(n_bins, "n_bins")
-    check_finite_real(lo, "lo")
-    check_finite_real(hi, "hi")
-    if not hi > lo:
+    if not (check_finite_real(lo, "lo") < check_finite_real(hi, "hi")):
         raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
     if x.min() < lo or x.max() > hi:
         raise ValueError(f"x must lie in [{lo}, {hi}], found [{x.min()}, {x.max()}]")
@@ -177,14 +127,9 @@ def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
 def bin_statistics(
     x: object, values: object, n_bins: int = 20, lo: float = -1.0, hi: float = 1.0
 ) -> pd.DataFrame:
-    """Per-bin summary of ``values`` against ``x`` cut into ``n_bins`` equal bins of
-    ``[lo, hi]``.
-
-    Returns a DataFrame with one row per bin (empty bins included) and the columns
-    ``left``, ``right``, ``center``, ``count``, ``mean``, ``std`` (population standard
-    deviation, the within-bin spread; 0 for a single token) and ``sem`` (``std /
-    sqrt(count)``). ``mean``, ``std`` and ``sem`` are NaN for empty bins.
-    """
+    """One row per equal bin of ``[lo, hi]`` in ``x`` (empty bins included): ``left``,
+    ``right``, ``center``, ``count``, ``mean``, ``std`` (population) and ``sem`` of
+    ``values``; NaN statistics for an empty bin."""
     xs = finite_array(x, "x")
     vs = finite_array(values, "values")
     if xs.shape != vs.shape:
@@ -217,27 +162,15 @@ def within_bin_spread(
     n_bins: int = 20,
     lo: float = -1.0,
     hi: float = 1.0,
-    *,
-    relative: bool = True,
 ) -> float:
-    """Pooled within-bin standard deviation of ``values`` (bins of ``x`` as in
-    :func:`bin_statistics`).
-
-    The pooled spread is ``sqrt(sum_bins sum_{s in bin} (value_s - mean_bin)^2 /
-    n_tokens)``, i.e. the count-weighted root-mean-square of the per-bin spreads. With
-    ``relative=True`` it is divided by the overall standard deviation of ``values``; the
-    result is scale-free, lies in ``[0, 1]`` and equals ``sqrt(1 - eta^2)`` with
-    ``eta^2`` the share of the variance explained by the bin means (0: every token sits
-    on its bin mean; 1: the bins explain nothing).
-    """
+    """The pooled within-bin standard deviation of ``values`` (bins of ``x`` as in
+    :func:`bin_statistics`) over their overall one: ``sqrt(1 - eta^2)``, in [0, 1]."""
     xs = finite_array(x, "x")
     vs = finite_array(values, "values")
     stats = bin_statistics(xs, vs, n_bins, lo, hi)
     counts = stats["count"].to_numpy()
     stds = np.nan_to_num(stats["std"].to_numpy())
     pooled = float(np.sqrt((counts * stds**2).sum() / counts.sum()))
-    if not relative:
-        return pooled
     overall = float(vs.std())
     if overall == 0:
         raise ValueError("values are constant: the relative spread is undefined")
@@ -245,8 +178,7 @@ def within_bin_spread(
 
 
 def spearman(x: object, y: object) -> float:
-    """Spearman's rank correlation of two equal-length samples (average ranks for
-    ties)."""
+    """Spearman's rank correlation (average ranks for ties)."""
     xs = finite_array(x, "x")
     ys = finite_array(y, "y")
     if xs.shape != ys.shape or xs.size < 3:
@@ -256,20 +188,11 @@ def spearman(x: object, y: object) -> float:
 
 @dataclass(frozen=True)
 class RankCorrelation:
-    """Spearman's correlation of a sample with its percentile bootstrap interval."""
+    """Spearman's correlation with its 95% percentile bootstrap interval."""
 
     estimate: float
     low: float
     high: float
-    level: float
-    n_boot: int
-    n: int
-
-    def __str__(self) -> str:
-        return (
-            f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}] "
-            f"({100 * self.level:.0f}% bootstrap, n={self.n})"
-        )
 
 
 def bootstrap_rank_correlation(
@@ -277,28 +200,16 @@ def bootstrap_rank_correlation(
     y: object,
     n_boot: int,
     rng: np.random.Generator,
-    *,
-    level: float = 0.95,
-    chunk: int = 100,
 ) -> RankCorrelation:
-    """Spearman's correlation of ``(x, y)`` with a percentile bootstrap interval over
-    pairs.
-
-    Each of the ``n_boot`` replicates draws ``n`` pairs (tokens) with replacement from
-    ``rng`` and recomputes Spearman's correlation on them (re-ranking the replicate,
-    ties averaged). The interval holds the ``(1 - level)/2`` and ``(1 + level)/2``
-    quantiles of the replicates. Deterministic for a given ``rng`` state.
-    """
+    """Spearman's correlation of ``(x, y)`` and the 2.5% and 97.5% quantiles of its
+    ``n_boot`` replicates on pairs drawn with replacement from ``rng``."""
     xs = finite_array(x, "x")
     ys = finite_array(y, "y")
     if xs.shape != ys.shape or xs.size < 3:
         raise ValueError("x and y must have the same length, at least 3")
     n_boot = check_count(n_boot, "n_boot", minimum=10)
-    chunk = check_count(chunk, "chunk")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
     check_generator(rng)
-    n = xs.size
+    n, chunk, level = xs.size, 100, 0.95
     reps = np.empty(n_boot)
     for start in range(0, n_boot, chunk):
         m = min(chunk, n_boot - start)
@@ -310,20 +221,15 @@ def bootstrap_rank_correlation(
         denom = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
         with np.errstate(invalid="ignore", divide="ignore"):
             reps[start : start + m] = (rx * ry).sum(axis=1) / denom
-    reps = reps[
-        np.isfinite(reps)
-    ]  # a replicate with a constant coordinate has no correlation
+    reps = reps[np.isfinite(reps)]  # a constant replicate has no correlation
     if reps.size == 0:
         raise ValueError("every bootstrap replicate was degenerate (constant x or y)")
     lo_q, hi_q = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
-    return RankCorrelation(
-        spearman(xs, ys), float(lo_q), float(hi_q), float(level), int(n_boot), int(n)
-    )
+    return RankCorrelation(spearman(xs, ys), float(lo_q), float(hi_q))
 
 
 def observed_range(x: object) -> tuple[float, float]:
-    """``(min x, max x)`` of the finite entries of ``x``: the bin range of the paper,
-    which cuts the observed range of the importance rather than ``[-1, 1]``."""
+    """``(min x, max x)`` over the finite entries: the paper's bin range."""
     xs = np.asarray(x, dtype=np.float64)
     xs = xs[np.isfinite(xs)]
     if xs.size == 0 or not xs.max() > xs.min():
@@ -339,24 +245,13 @@ def mean_within_bin_std(
     hi: float = 1.0,
     *,
     weighting: str = "tokens",
-    min_count: int = 2,
 ) -> float:
-    """The average of the per-bin standard deviations of ``values`` (bins of ``x`` as
-    in :func:`bin_statistics`) over the bins holding at least ``min_count`` tokens.
-
-    ``weighting="tokens"`` weights each bin by its number of tokens (the mean over
-    tokens of the spread of their bin); ``weighting="bins"`` gives every bin the same
-    weight (the plain mean of the curve's error bars). The two differ when the sparse
-    outer bins have another spread than the crowded middle ones.
-    """
-    if weighting not in ("tokens", "bins"):
-        raise ValueError(f"weighting must be 'tokens' or 'bins', got {weighting!r}")
-    if min_count < 1:
-        raise ValueError(f"min_count must be at least 1, got {min_count}")
+    """The mean of the per-bin standard deviations of ``values`` over the bins of two
+    or more tokens, weighted by their counts (``"tokens"``) or alike (``"bins"``)."""
     stats = bin_statistics(x, values, n_bins, lo, hi)
-    stats = stats[stats["count"] >= min_count]
+    stats = stats[stats["count"] >= 2]
     if stats.empty:
-        raise ValueError(f"no bin holds {min_count} or more tokens")
+        raise ValueError("no bin holds two or more tokens")
     w = stats["count"].to_numpy(float) if weighting == "tokens" else None
     return float(np.average(stats["std"].to_numpy(), weights=w))
 
@@ -368,10 +263,8 @@ def _residual_ranks(r: np.ndarray, rz: np.ndarray) -> np.ndarray:
 
 
 def partial_spearman(x: object, y: object, z: object) -> float:
-    """Spearman's correlation of ``x`` and ``y`` given ``z``: the Pearson correlation of
-    the ranks of ``x`` and ``y`` after a linear regression of each on the ranks of
-    ``z`` is removed. Any increasing function of ``z`` (``log`` of a frequency, say)
-    gives the same value."""
+    """Spearman's correlation of ``x`` and ``y`` given ``z``: that of their ranks'
+    residuals after a linear regression on the ranks of ``z``."""
     xs, ys, zs = (finite_array(a, n) for a, n in ((x, "x"), (y, "y"), (z, "z")))
     if not xs.shape == ys.shape == zs.shape or xs.size < 4:
         raise ValueError("x, y and z must have the same length, at least 4")

@@ -1,28 +1,8 @@
-"""The runs behind the real-data picture: several seeds, the ablations, gradient descent
-and the shuffled-label null, on one corpus.
-
-:func:`picture_runs` trains, at equal budgets and from the starting points of
-:func:`attnbook.experiments.real_data.starting_points`,
-
-- the full model (``E``, ``p``, ``v``) with Adam, once per training seed;
-- the same with plain gradient descent (per-group step sizes), twice: with the one-sweep
-  step and with the autograd step, two roundings of the same arithmetic (at the largest
-  stable step size gradient descent is sensitive to rounding); on the first seed, or on
-  every seed, and at a second, smaller step size with its own budget where asked;
-- the theorem's setting: ``p`` alone trained on the frozen one-step ``E`` (``v`` kept
-  at its initialization), and beside it ``p`` and ``v`` trained on that ``E``;
-- the full model with Adam on the training labels permuted, once per permutation (the
-  shuffled-label null, as a distribution);
-
-and keeps the token scores ``(E_s . v, E_s . p)`` of each, plus those of the one-step
-model (no training) and of the initialization. :func:`picture_along_training` and
-:func:`steps_where_picture_holds` follow the picture along a learning curve (the paper
-protocol's chapter).
-"""
+"""The runs behind the real-data picture (:func:`picture_runs`) and the picture along
+a learning curve (:func:`picture_along_training`, :func:`steps_where_picture_holds`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -33,7 +13,7 @@ import torch
 from attnbook.data.corpus import ReviewCorpus
 from attnbook.experiments.curves import Curve, Dynamics, train_curve
 from attnbook.experiments.importance import token_importance
-from attnbook.experiments.real_data import ReviewExperimentConfig, starting_points
+from attnbook.experiments.real_data import starting_points
 from attnbook.experiments.robustness import (
     picture_correlations,
     with_shuffled_labels,
@@ -62,8 +42,7 @@ RUN_NAMES = {
     "gd_stable": "trained E, p, v (gradient descent, smaller step)",
     "gd_stable_autograd": "trained E, p, v (gradient descent, smaller step, autograd)",
 }
-#: The gradient-descent runs: key -> (step size, rounding), the step size a key of the
-#: ``descents`` of :func:`picture_runs` (``edge`` or ``stable``).
+#: The gradient-descent runs: key -> (step size: ``edge`` or ``stable``, rounding).
 GD_KEYS = {
     "gd": ("edge", "one-sweep step"),
     "gd_autograd": ("edge", "autograd step"),
@@ -74,14 +53,9 @@ GD_KEYS = {
 
 @dataclass
 class PictureRuns:
-    """``scores[(run, seed)] = (E.v, E.p)`` with ``run`` a key of :data:`RUN_NAMES`
-    (the null of the first permutation under the first seed); ``curves[(run, seed)]``
-    the trained runs' records (metrics at the start and the end); ``null_importance``
-    the importance under the first permutation of the labels; ``nulls`` one
-    ``(importance, (E.v, E.p))`` per permutation; ``kinds`` the device and
-    floating-point type each trained run ran in.
-    The curves of gradient descent keep no final parameters (``params`` empty: a copy
-    of ``E`` per run would only take memory)."""
+    """``scores[(run, seed)] = (E.v, E.p)`` (run: a key of :data:`RUN_NAMES`);
+    ``curves[(run, seed)]``; ``nulls``: ``(importance, (E.v, E.p))`` per permutation,
+    ``null_importance`` the first's; ``kinds``: each run's (device, dtype)."""
 
     scores: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
     curves: dict[tuple[str, int], Curve]
@@ -92,8 +66,10 @@ class PictureRuns:
 
 def picture_runs(
     corpus: ReviewCorpus,
-    config: ReviewExperimentConfig,
     *,
+    dim: int,
+    sigma: float,
+    eta: float,
     seeds: tuple[int, ...],
     adam: Dynamics,
     steps: int,
@@ -104,34 +80,26 @@ def picture_runs(
     null_permutations: int = 0,
     null_rng: np.random.Generator | None = None,
     device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> PictureRuns:
-    """Train the runs of the module docstring on ``corpus``: the full model for
-    ``steps`` steps of ``adam`` from the initialization of every seed (seed ``k`` drawn
-    from ``torch.Generator().manual_seed(k)`` with ``config``: ``dim``, ``init_scale``,
-    ``eta``, ``dtype``), and on the first seed the one-step model. The controls, where
-    given: ``p`` alone and ``p``, ``v`` trained by ``head_steps`` steps of ``head`` on
-    the frozen one-step ``E``; each gradient descent of ``descents`` (``edge`` or
-    ``stable`` -> its dynamics and budget; runs named as in :data:`GD_KEYS`) in both
-    roundings, on the first seed or,
-    with ``descents_all_seeds``, on every seed; ``null_permutations`` runs of ``adam``
-    on the labels permuted by ``null_rng``, one permutation after the other."""
+    """From the :func:`starting_points` of every seed: ``steps`` steps of ``adam`` on
+    ``E, p, v``; on the first seed also the one-step model, ``p`` (``theorem``) and
+    ``p, v`` (``head``) trained ``head_steps`` steps of ``head`` on the one-step ``E``,
+    each gradient descent of ``descents`` (``edge``/``stable`` -> dynamics, budget) in
+    both roundings (on every seed with ``descents_all_seeds``), and
+    ``null_permutations`` runs of ``adam`` on labels permuted by ``null_rng``."""
     descents = dict(descents or {})
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct and non-empty, got {seeds}")
     if steps < 1 or (head is not None and head_steps < 1):
         raise ValueError("steps and head_steps must be at least 1")
-    names = {
-        s: k for k, (s, rounding) in GD_KEYS.items() if rounding == "one-sweep step"
-    }
-    for step, (dynamics, budget) in descents.items():
-        if step not in names or dynamics.optimizer != "gd" or budget < 1:
-            raise ValueError(
-                f"descents[{step!r}] must be gradient descent, edge or stable"
-            )
     if null_permutations and null_rng is None:
         raise ValueError("the shuffled-label null needs null_rng")
-    scores, curves, kinds = {}, {}, {}
-    nulls = []
+    names = {s: k for k, (s, r) in GD_KEYS.items() if r == "one-sweep step"}
+    for step, (dynamics, budget) in descents.items():
+        if step not in names or dynamics.optimizer != "gd" or budget < 1:
+            raise ValueError(f"descents[{step!r}]: gradient descent, edge or stable")
+    scores, curves, kinds, nulls = {}, {}, {}, []
     end = (0, steps)
 
     def run(key, start, trainable, dynamics, steps, data=corpus, fused=True):
@@ -146,7 +114,7 @@ def picture_runs(
         scores[key] = curves[key].scores[max(steps)]
         E = start["E"]
         kinds[key] = (E.device.type, str(E.dtype).removeprefix("torch."))
-        if key[0] in GD_KEYS:
+        if key[0] in GD_KEYS:  # a copy of E per run would only take memory
             curves[key].params = {}
 
     def gradient_descent(seed, points):
@@ -164,14 +132,21 @@ def picture_runs(
 
     for seed in seeds:
         gen = torch.Generator().manual_seed(seed)
-        points = starting_points(corpus, config, generator=gen, device=device)
+        points = starting_points(
+            corpus,
+            dim=dim,
+            sigma=sigma,
+            eta=eta,
+            generator=gen,
+            device=device,
+            dtype=dtype,
+        )
         run(("adam", seed), points.init, ("E", "p", "v"), adam, end)
         if seed != seeds[0]:
             if descents_all_seeds:
                 gradient_descent(seed, points)
             continue
-        init_curve = curves[("adam", seed)]
-        scores[("init", seed)] = init_curve.scores[0]
+        scores[("init", seed)] = curves[("adam", seed)].scores[0]
         one = train_curve(
             points.one_step, corpus, trainable=("p",), dynamics=adam, eval_steps=(0,)
         )
@@ -182,8 +157,6 @@ def picture_runs(
         gradient_descent(seed, points)
         for k in range(null_permutations):
             shuffled = with_shuffled_labels(corpus, null_rng)
-            if getattr(shuffled, "validation", None) is not None:
-                shuffled = dataclasses.replace(shuffled, validation=None)
             key = ("null", seed) if k == 0 else (f"null {k}", seed)
             run(key, points.init, ("E", "p", "v"), adam, end, data=shuffled)
             imp = token_importance(shuffled.train, shuffled.train_labels)
@@ -201,10 +174,8 @@ def picture_along_training(
     importance: np.ndarray,
     document_frequency: np.ndarray,
 ) -> pd.DataFrame:
-    """The statistics of :func:`picture_correlations` at every evaluation step (from
-    step 1 on) of the full model's curve of every seed (``curves[seed]``): a long table
-    with columns ``seed``, ``step``, ``statistic`` (a key of
-    :data:`PICTURE_STATISTICS`) and ``value``."""
+    """:func:`picture_correlations` at every evaluation step from 1 on of each seed's
+    curve: a long table with columns ``seed``, ``step``, ``statistic``, ``value``."""
     rows = []
     for seed, curve in curves.items():
         for step in curve.steps:
@@ -225,8 +196,8 @@ def steps_where_picture_holds(
     threshold: float,
     statistics: tuple[str, ...] = MAIN_STATISTICS,
 ) -> list[int]:
-    """The evaluation steps of a :func:`picture_along_training` table at which every
-    one of ``statistics`` is at least ``threshold`` on every seed."""
+    """The steps of a :func:`picture_along_training` table at which every one of
+    ``statistics`` is at least ``threshold`` on every seed."""
     sub = along[along["statistic"].isin(statistics)]
     low = sub.groupby("step")["value"].min()
     return [int(s) for s in low.index[low >= threshold]]

@@ -1,20 +1,8 @@
-"""The runs and tables of the chapter on the paper's protocol: learning curves of the
-three models of :data:`attnbook.experiments.curves.ABLATIONS` at equal budgets, on the
-corpora and seeds of the real-data chapter.
-
-- :func:`protocol_runs` -- the curves of every corpus, seed, model and step size, and
-  those of the random fixed model from embeddings with ``N(0, 1)`` entries;
-- :func:`match_table` -- the evaluation steps at which each model is at the paper's
-  numbers; :func:`nearest_tables` how near each model and each protocol comes to them
-  (each model at each step size, or both at one step); :func:`accuracy_statistics`
-  what the checks of claim C6a compare, and
-  :func:`accuracy_quotes` the numbers the text quotes, :func:`accuracy_spreads` how
-  far each statistic moves between the seeds;
-- :func:`scale_table` -- the random fixed model at both scales of its embeddings;
-- :func:`spread_runs`, :func:`crossing_table` -- the spread ratio along training;
-- :func:`hold_table` -- the steps at which the picture of the real-data chapter holds;
-  :func:`picture_end_spreads` how far its smallest statistic moves between the seeds.
-"""
+"""The chapter on the paper's protocol: learning curves of the three models of
+:data:`~attnbook.experiments.curves.ABLATIONS` at equal budgets (:func:`protocol_runs`);
+where the numbers the paper's authors reported (OpenReview rebuttal; budget, step size
+and split not stated) fall on them, each read as exact to the rounding it is given with
+(:data:`PAPER_ROUNDING`); the spread ratio and the picture along training."""
 
 from __future__ import annotations
 
@@ -33,28 +21,31 @@ from attnbook.experiments.curves import (
     Curve,
     Dynamics,
     ablation_curves,
+    first_step_reaching,
     log_steps,
     spread_curves,
     train_curve,
 )
 from attnbook.experiments.importance import observed_range, token_statistics
-from attnbook.experiments.paper_protocol import (
-    PAPER_ACCURACY_LOSS,
-    crossing_steps,
-    loss_rise,
-    matching_steps,
-    nearest_point,
-    window_distance,
-    window_steps,
-)
 from attnbook.experiments.picture import MAIN_STATISTICS
-from attnbook.experiments.real_data import (
-    ReviewExperimentConfig,
-    one_step_eta,
-    starting_points,
-)
+from attnbook.experiments.real_data import one_step_eta, starting_points
 
 __all__ = [
+    "PAPER_ACCURACY_LOSS",
+    "PAPER_SPREAD_RATIO",
+    "paper_number_table",
+    "PAPER_ROUNDING",
+    "window_steps",
+    "matching_steps",
+    "window_distance",
+    "point_at",
+    "nearest_point",
+    "accuracy_gap",
+    "loss_rise",
+    "crossing_steps",
+    "accuracy_descriptions",
+    "nearest_descriptions",
+    "spread_descriptions",
     "ProtocolRuns",
     "protocol_runs",
     "match_table",
@@ -71,14 +62,239 @@ __all__ = [
     "picture_end_spreads",
 ]
 
+#: The paper's accuracy and loss by model (key of :data:`ABLATIONS`).
+PAPER_ACCURACY_LOSS = {
+    "full": {"accuracy": 0.95, "loss": 0.1},
+    "random_E": {"accuracy": 0.72, "loss": 0.6},
+}
+#: Half a unit of the paper's last digit (whole percents, tenths of a loss).
+PAPER_ROUNDING = {"accuracy": 0.005, "loss": 0.05}
+#: The paper's spread ratio (one step then frozen ``E`` over full training), by score.
+PAPER_SPREAD_RATIO = {"E.v": 1 / 8, "E.p": 1 / 6}
+
+
+def paper_number_table(
+    curves: Mapping[tuple[str, str], Curve], splits: tuple[str, ...] = ("train", "test")
+) -> pd.DataFrame:
+    """Per (dynamics label, model with a paper number, split): accuracy and loss at the
+    end, the best of each, and the first step each reaches the paper's (``NaN``:
+    never)."""
+    rows = []
+    for (model, label), curve in curves.items():
+        if model not in PAPER_ACCURACY_LOSS:
+            continue
+        paper = PAPER_ACCURACY_LOSS[model]
+        for split in splits:
+            acc, loss = f"{split}_accuracy", f"{split}_loss"
+            reach_acc = first_step_reaching(curve, acc, paper["accuracy"], below=False)
+            reach_loss = first_step_reaching(curve, loss, paper["loss"], below=True)
+            rows.append(
+                {
+                    "dynamics": label,
+                    "model": ABLATIONS[model][0],
+                    "split": split,
+                    "paper accuracy": paper["accuracy"],
+                    "paper loss": paper["loss"],
+                    "accuracy at the end": curve.metrics[acc][-1],
+                    "loss at the end": curve.metrics[loss][-1],
+                    "best accuracy": max(curve.metrics[acc]),
+                    "lowest loss": min(curve.metrics[loss]),
+                    "first step at the paper's accuracy": np.nan
+                    if reach_acc is None
+                    else reach_acc,
+                    "first step at the paper's loss": np.nan
+                    if reach_loss is None
+                    else reach_loss,
+                }
+            )
+    return pd.DataFrame(rows).set_index(["dynamics", "model", "split"])
+
+
+def window_steps(
+    curve: Curve,
+    model: str,
+    split: str,
+    *,
+    rounding: Mapping[str, float] = PAPER_ROUNDING,
+) -> list[int]:
+    """The evaluation steps at which accuracy and loss on ``split`` both lie within
+    ``rounding`` of the paper's numbers for ``model``."""
+    paper = PAPER_ACCURACY_LOSS[model]
+    acc, loss = curve.metrics[f"{split}_accuracy"], curve.metrics[f"{split}_loss"]
+    return [
+        step
+        for step, a, ell in zip(curve.steps, acc, loss)
+        if abs(a - paper["accuracy"]) <= rounding["accuracy"]
+        and abs(ell - paper["loss"]) <= rounding["loss"]
+    ]
+
+
+def matching_steps(
+    curves: Mapping[tuple[str, str], Curve],
+    label: str,
+    split: str,
+    *,
+    accuracy_tol: float = PAPER_ROUNDING["accuracy"],
+    loss_tol: float = PAPER_ROUNDING["loss"],
+) -> list[int]:
+    """The steps at which both models are in their :func:`window_steps` on ``split``
+    under the dynamics ``label``."""
+    if min(accuracy_tol, loss_tol) < 0:
+        raise ValueError("the tolerances must be non-negative")
+    full, rand = curves[("full", label)], curves[("random_E", label)]
+    rounding = {"accuracy": accuracy_tol, "loss": loss_tol}
+    both = set(window_steps(rand, "random_E", split, rounding=rounding))
+    return [
+        s for s in window_steps(full, "full", split, rounding=rounding) if s in both
+    ]
+
+
+def window_distance(accuracy: float, loss: float, model: str) -> float:
+    """The larger distance of ``accuracy`` and ``loss`` from the paper's for ``model``,
+    in units of the rounding: at most 1 inside the window."""
+    if model not in PAPER_ACCURACY_LOSS:
+        raise ValueError(f"model must be one of {sorted(PAPER_ACCURACY_LOSS)}")
+    paper = PAPER_ACCURACY_LOSS[model]
+    return max(
+        abs(accuracy - paper["accuracy"]) / PAPER_ROUNDING["accuracy"],
+        abs(loss - paper["loss"]) / PAPER_ROUNDING["loss"],
+    )
+
+
+def point_at(curve: Curve, j: int, model: str, split: str, key: object) -> dict:
+    """The evaluation ``j`` of ``curve`` on ``split``: ``key``, ``step``, ``accuracy``,
+    ``loss``, ``accuracy_off``, ``loss_off`` (minus the paper's) and ``distance``."""
+    a, ell = curve.metrics[f"{split}_accuracy"][j], curve.metrics[f"{split}_loss"][j]
+    paper = PAPER_ACCURACY_LOSS[model]
+    return {
+        "key": key,
+        "step": curve.steps[j],
+        "accuracy": a,
+        "loss": ell,
+        "accuracy_off": a - paper["accuracy"],
+        "loss_off": ell - paper["loss"],
+        "distance": window_distance(a, ell, model),
+    }
+
+
+def nearest_point(
+    curves: Mapping[object, Curve], model: str, split: str
+) -> dict[str, object]:
+    """The :func:`point_at` of every curve and step nearest the paper's numbers for
+    ``model`` (the first on ties)."""
+    if not curves:
+        raise ValueError("curves must not be empty")
+    best = None
+    for key, curve in curves.items():
+        for j in range(len(curve.steps)):
+            point = point_at(curve, j, model, split, key)
+            if best is None or point["distance"] < best["distance"]:
+                best = point
+    return best
+
+
+def accuracy_gap(full: Curve, rand: Curve, n_test: int) -> dict[str, float]:
+    """Each model's best test accuracy, their ``gap`` and its binomial standard error
+    ``se = sqrt((a(1 - a) + b(1 - b)) / n_test)`` (conservative: same reviews)."""
+    if n_test < 1:
+        raise ValueError(f"n_test must be positive, got {n_test}")
+    a = max(full.metrics["test_accuracy"])
+    b = max(rand.metrics["test_accuracy"])
+    se = float(np.sqrt((a * (1 - a) + b * (1 - b)) / n_test))
+    return {"trained": a, "random": b, "gap": a - b, "se": se}
+
+
+def loss_rise(curves: Sequence[Curve]) -> dict[str, float]:
+    """The largest ratio of last to lowest training loss over ``curves``, and how many
+    end at twice their lowest or more."""
+    last_to_lowest = [
+        c.metrics["train_loss"][-1] / min(c.metrics["train_loss"]) for c in curves
+    ]
+    return {
+        "loss_rise_max": max(last_to_lowest),
+        "loss_spikes": sum(r >= 2 for r in last_to_lowest),
+    }
+
+
+def crossing_steps(spreads: pd.DataFrame, score: str) -> dict[str, float]:
+    """Per reading of a ``spread_curves`` table, the first step with the ratio of
+    ``score`` at most the paper's (``NaN``: never)."""
+    if score not in PAPER_SPREAD_RATIO:
+        raise ValueError(f"score must be one of {sorted(PAPER_SPREAD_RATIO)}")
+    out = {}
+    sub = spreads[spreads["score"] == score]
+    for reading, part in sub.groupby("reading", sort=False):
+        part = part.sort_values("step")
+        hit = part[part["ratio"] <= PAPER_SPREAD_RATIO[score]]
+        out[reading] = float(hit["step"].iloc[0]) if len(hit) else np.nan
+    return out
+
+
+def accuracy_descriptions(
+    key: str, label: str, data: str, n_seeds: int
+) -> dict[str, str]:
+    """The words of the checks of claim C6a on one corpus (``data``) and dynamics
+    ``label``, by check name (``key`` is ``<corpus>_<tag>``)."""
+    at, E = f"{label}, {data}", "$\\E$"
+    pair = (
+        "evaluation steps (all seeds) at which both models are at the paper's numbers"
+    )
+    return {
+        f"{key}_test_acc_gap_min_seed": f"best test accuracy, trained minus random "
+        f"fixed {E}, smallest over {n_seeds} seeds (threshold: three standard errors), "
+        f"{at}",
+        f"{key}_train_loss_ratio": "lowest training loss along the budget, random "
+        f"fixed over trained {E}, smallest over seeds, {at}",
+        f"{key}_test_acc_trained": f"best test accuracy of trained {E} over the seeds "
+        f"(paper ≈ 95%), {at}",
+        f"{key}_test_loss_trained": f"lowest test loss of trained {E} over the seeds "
+        f"(paper ≈ 0.1), {at}",
+        f"{key}_test_acc_gap": f"test accuracy, trained minus random fixed {E} at the "
+        f"end of the budget, largest over the seeds (paper ≈ 23 points), {at}",
+        f"{key}_test_pair_steps": f"{pair} on the test split, {at}",
+        f"{key}_train_pair_steps": f"{pair} on the training split, {at}",
+    }
+
+
+def nearest_descriptions(name: str, data: str, labels: Sequence[str]) -> dict[str, str]:
+    """The words of the checks of claim C6a on how near one corpus's runs come to the
+    paper's four numbers with each model at its own step size (``name`` the corpus,
+    ``data`` its name in words, ``labels`` the dynamics searched)."""
+    family = (
+        f"each model at its own step size ({', '.join(labels)}), seed and evaluation "
+        "step, the random fixed model at both scales of its embeddings"
+    )
+    return {
+        f"{name}_{split}_nearest_protocol": "distance of the nearest protocol to the "
+        "paper's four numbers, in units of their rounding (at most 1: all four within "
+        f"it), {words} split, {family}, {data}"
+        for split, words in (("test", "test"), ("train", "training"))
+    }
+
+
+def spread_descriptions(key: str, label: str, data: str) -> dict[str, str]:
+    """The words of the checks of claim C6b on one corpus (``data``) and dynamics
+    ``label``, by check name (``key`` is ``<corpus>_<tag>``)."""
+    what = {}
+    for slug, math in (("value", r"$\E_s \cdot \bv$"), ("cls", r"$\E_s \cdot \bp$")):
+        k, at = f"{key}_{slug}", f"{label}, {data}"
+        what[f"{k}_spread_ratio_units"] = (
+            f"{math} spread ratio, mean over tokens, end of the budget, {at}"
+        )
+        what[f"{k}_spread_ratio_scale_free"] = (
+            f"{math} spread ratio, scale-free, end of the budget, {at}"
+        )
+        what[f"{k}_scale_free_min"] = (
+            f"smallest scale-free {math} spread ratio from step 10 on, {at}"
+        )
+    return what
+
 
 @dataclass
 class ProtocolRuns:
-    """``curves[(corpus, model, dynamics label, seed)]``; ``unit_entries[(corpus,
-    dynamics label)]`` the random fixed model from ``N(0, 1)`` entries (first seed);
-    the importance and document frequency of every corpus's tokens; ``autograd[(corpus,
-    dynamics label)]`` trained ``E`` once per seed with the autograd step (another
-    rounding of the same steps), where asked for."""
+    """``curves[(corpus, model, label, seed)]``; ``unit_entries[(corpus, label)]``:
+    random fixed ``E`` with ``N(0, 1)`` entries; ``autograd[(corpus, label)]``:
+    trained ``E`` per seed with the autograd step."""
 
     curves: dict[tuple[str, str, str, int], Curve]
     unit_entries: dict[tuple[str, str], Curve]
@@ -88,8 +304,7 @@ class ProtocolRuns:
     autograd: dict[tuple[str, str], list[Curve]] = field(default_factory=dict)
 
     def at(self, name: str, seed: int | None = None) -> dict[tuple[str, str], Curve]:
-        """The curves of one corpus and seed (default: the first), keyed (model,
-        dynamics label)."""
+        """One corpus's curves on ``seed`` (default: the first), by (model, label)."""
         seed = self.seeds[0] if seed is None else seed
         return {
             (m, lab): c
@@ -98,7 +313,7 @@ class ProtocolRuns:
         }
 
     def over_seeds(self, name: str, model: str, label: str) -> list[Curve]:
-        """The curves of one corpus, model and dynamics label, one per seed."""
+        """One corpus, model and label's curves, one per seed."""
         return [self.curves[(name, model, label, s)] for s in self.seeds]
 
 
@@ -112,20 +327,24 @@ def protocol_runs(
     device: torch.device | str | None = None,
     autograd: tuple[tuple[str, str], ...] = (),
 ) -> ProtocolRuns:
-    """Learning curves under Adam for every ``label -> (step size, budget)`` of
-    ``runs``, about five evaluations per decade: all three models on the first seed,
-    trained and random fixed ``E`` on the others; and, on the first seed, the random
-    fixed model from embeddings with ``N(0, 1)`` entries. For each ``(corpus, label)``
-    of ``autograd``, trained ``E`` again on every seed, with the autograd step (its
-    training split evaluated only)."""
+    """Adam curves for every ``label -> (step size, budget)`` of ``runs``: the three
+    models on the first seed, trained and random fixed ``E`` on the others, random
+    fixed ``E`` from ``N(0, 1)`` entries on the first; trained ``E`` by autograd too
+    for each ``(corpus, label)`` of ``autograd``."""
     out = ProtocolRuns({}, {}, {}, {}, seeds)
     for name, corpus in corpora.items():
         out.importance[name], alpha, out.doc_freq[name] = token_statistics(corpus)
         eta = one_step_eta(alpha, dim, sigma)
-        config = ReviewExperimentConfig(dim=dim, init_scale=sigma, eta=eta)
         for seed in seeds:
             generator = torch.Generator().manual_seed(seed)
-            points = starting_points(corpus, config, generator=generator, device=device)
+            points = starting_points(
+                corpus,
+                dim=dim,
+                sigma=sigma,
+                eta=eta,
+                generator=generator,
+                device=device,
+            )
             models = tuple(ABLATIONS) if seed == seeds[0] else ("full", "random_E")
             for label, (lr, budget) in runs.items():
                 steps = log_steps(budget, 5)
@@ -164,9 +383,9 @@ def _steps_text(steps: Sequence[int]) -> str:
 def match_table(
     runs: ProtocolRuns, names: Mapping[str, str], tags: Mapping[str, str]
 ) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Per corpus, dynamics label, split and seed: the evaluation steps at which
-    trained ``E`` is at 95% / 0.1, random fixed ``E`` at 72% / 0.6, and both; and the
-    number of steps with both over the seeds, keyed ``<corpus>_<tag>_<split>_match``."""
+    """Per corpus, label, split and seed: the steps at which each model, and both, are
+    at the paper's numbers; and how many with both, keyed
+    ``<corpus>_<tag>_<split>_match``."""
     rows, counts = {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -199,8 +418,7 @@ _UNIT = "N(0, 1) entries"
 def _model_curves(
     runs: ProtocolRuns, name: str, model: str, label: str
 ) -> dict[tuple[str, int], Curve]:
-    """One model's curves at one dynamics label, keyed ``(embedding scale, seed)``:
-    every seed, and for random fixed ``E`` the run from ``N(0, 1)`` entries."""
+    """One model's curves at one label, keyed ``(embedding scale, seed)``."""
     out = {
         ("rows of norm 1", s): runs.curves[(name, model, label, s)] for s in runs.seeds
     }
@@ -224,29 +442,10 @@ def _point_columns(point: Mapping[str, object], prefix: str) -> dict[str, object
     }
 
 
-def _point(
-    curve: Curve, j: int, model: str, split: str, key: tuple, label: str
-) -> dict[str, object]:
-    """The evaluation ``j`` of ``curve`` as a :func:`nearest_point` is given."""
-    a, ell = curve.metrics[f"{split}_accuracy"][j], curve.metrics[f"{split}_loss"][j]
-    paper = PAPER_ACCURACY_LOSS[model]
-    return {
-        "key": key,
-        "label": label,
-        "step": curve.steps[j],
-        "accuracy": a,
-        "loss": ell,
-        "accuracy_off": a - paper["accuracy"],
-        "loss_off": ell - paper["loss"],
-        "distance": window_distance(a, ell, model),
-    }
-
-
 def _nearest_paired(
     runs: ProtocolRuns, name: str, labels: Sequence[str], split: str
 ) -> dict[str, dict[str, object]]:
-    """Both models at one step size, seed and evaluation step (the runs from rows of
-    norm 1): the step at which the farther of the two is nearest."""
+    """Both models at one label, seed and step: where the farther is nearest."""
     best, best_dist = None, np.inf
     for label in labels:
         for seed in runs.seeds:
@@ -255,8 +454,9 @@ def _nearest_paired(
             rand = runs.curves[(name, "random_E", label, seed)]
             for j in range(len(full.steps)):
                 pair = {
-                    "full": _point(full, j, "full", split, key, label),
-                    "random_E": _point(rand, j, "random_E", split, key, label),
+                    "full": point_at(full, j, "full", split, key) | {"label": label},
+                    "random_E": point_at(rand, j, "random_E", split, key)
+                    | {"label": label},
                 }
                 dist = max(p["distance"] for p in pair.values())
                 if dist < best_dist:
@@ -267,17 +467,9 @@ def _nearest_paired(
 def nearest_tables(
     runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """How near the runs come to the paper's four numbers (:func:`nearest_point`,
-    distances in units of the paper's rounding, at most 1 inside its window).
-
-    The first table has one row per corpus, split, model and dynamics label: the
-    evaluation step, over the seeds (and, for random fixed ``E``, both scales of its
-    embeddings), nearest to the model's two numbers. The second has one row per
-    corpus, split and protocol: ``"each model at its own step size"`` (each model
-    read at its nearest point over every step size, seed, scale and step, the two
-    chosen apart) and ``"one step size, one step"`` (both at the same step size, seed
-    and evaluation step, as :func:`match_table` asks); its ``distance`` is the larger
-    of the two models'. The numbers are these distances, keyed
+    """How near the runs come to the paper's four numbers (:func:`nearest_point`): per
+    corpus, split, model and label; per protocol (each model at its own step size, or
+    both at one step); and the protocols' distances, keyed
     ``<corpus>_<split>_nearest_{own,paired}``."""
     rows, pairs, numbers = {}, {}, {}
     for name in names:
@@ -325,10 +517,8 @@ def nearest_tables(
 def nearest_quotes(
     protocols: pd.DataFrame, names: Mapping[str, str]
 ) -> dict[str, object]:
-    """What the text quotes of the protocol ``"each model at its own step size"`` of
-    :func:`nearest_tables`, keyed ``<corpus>_<split>_own_<model>_<field>`` with model
-    ``trained`` or ``random`` and field ``accuracy``, ``loss``, ``lr`` (the dynamics
-    label), ``E`` and ``step``."""
+    """The quoted fields of the protocol "each model at its own step size", keyed
+    ``<corpus>_<split>_own_<trained|random>_<field>``."""
     out = {}
     fields = {"accuracy": "accuracy", "loss": "loss", "lr": "step size", "E": "E"}
     for name, words in names.items():
@@ -343,18 +533,28 @@ def nearest_quotes(
     return out
 
 
+def _per_seed(fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]):
+    """Per seed: the gap of the best test accuracies, trained ``E``'s best test
+    accuracy and lowest test loss, and the test-accuracy gap at the end."""
+    return {
+        "gap_min": [g["gap"] for g in gaps],
+        "best_acc": [max(f.metrics["test_accuracy"]) for f in fulls],
+        "low_loss": [min(f.metrics["test_loss"]) for f in fulls],
+        "end_gap": [
+            f.metrics["test_accuracy"][-1] - r.metrics["test_accuracy"][-1]
+            for f, r in zip(fulls, rands)
+        ],
+    }
+
+
 def accuracy_statistics(
     fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]
 ) -> dict[str, float]:
-    """What the checks of claim C6a compare over the seeds, from the curves of trained
-    and random fixed ``E`` and their :func:`accuracy_gap`: the smallest gap of the best
-    test accuracies and the largest standard error, the smallest ratio of the lowest
-    training losses (random over trained), the largest ratio of a seed's last training
-    loss to its lowest and the seeds whose training loss ends at twice its lowest, the
-    best test accuracy and lowest test loss of trained ``E``, and the largest
-    test-accuracy gap at the end of the budget."""
+    """What the checks of claim C6a compare over the seeds (trained and random fixed
+    ``E``'s curves, one :func:`accuracy_gap` per seed)."""
+    seeds = _per_seed(fulls, rands, gaps)
     return {
-        "gap_min": min(g["gap"] for g in gaps),
+        "gap_min": min(seeds["gap_min"]),
         "se_max": max(g["se"] for g in gaps),
         "random_best": max(g["random"] for g in gaps),
         "loss_ratio": min(
@@ -362,38 +562,18 @@ def accuracy_statistics(
             for f, r in zip(fulls, rands)
         ),
         **loss_rise(fulls),
-        "best_acc": max(max(f.metrics["test_accuracy"]) for f in fulls),
-        "low_loss": min(min(f.metrics["test_loss"]) for f in fulls),
-        "end_gap": max(
-            f.metrics["test_accuracy"][-1] - r.metrics["test_accuracy"][-1]
-            for f, r in zip(fulls, rands)
-        ),
+        "best_acc": max(seeds["best_acc"]),
+        "low_loss": min(seeds["low_loss"]),
+        "end_gap": max(seeds["end_gap"]),
     }
 
 
 def accuracy_spreads(
     fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]
 ) -> dict[str, float]:
-    """The spread of the statistics of :func:`accuracy_statistics` that the checks of
-    claim C6a compare: the standard deviation over the seeds of each seed's gap of the
-    best test accuracies (``gap_min``), best test accuracy and lowest test loss of
-    trained ``E`` (``best_acc``, ``low_loss``) and test-accuracy gap at the end of the
-    budget (``end_gap``)."""
-    if not len(fulls) == len(rands) == len(gaps):
-        raise ValueError("need one curve of each model and one gap per seed")
-    return {
-        "gap_min": repeats.spread_over([g["gap"] for g in gaps]),
-        "best_acc": repeats.spread_over(
-            [max(f.metrics["test_accuracy"]) for f in fulls]
-        ),
-        "low_loss": repeats.spread_over([min(f.metrics["test_loss"]) for f in fulls]),
-        "end_gap": repeats.spread_over(
-            [
-                f.metrics["test_accuracy"][-1] - r.metrics["test_accuracy"][-1]
-                for f, r in zip(fulls, rands)
-            ]
-        ),
-    }
+    """The standard deviation over the seeds of the statistics of
+    :func:`accuracy_statistics` that the checks compare."""
+    return {k: repeats.spread_over(v) for k, v in _per_seed(fulls, rands, gaps).items()}
 
 
 def accuracy_quotes(
@@ -402,9 +582,7 @@ def accuracy_quotes(
     label: str,
     unit_entries: Curve,
 ) -> dict[str, float]:
-    """The numbers of claim C6a the text quotes for one corpus and dynamics label, from
-    :func:`accuracy_statistics`, the corpus's :func:`paper_number_table` and the
-    random fixed model from ``N(0, 1)`` entries."""
+    """The numbers of claim C6a the text quotes for one corpus and label."""
     full, rand = ABLATIONS["full"][0], ABLATIONS["random_E"][0]
     row_full, row_rand = (
         table.loc[(label, full, "test")],
@@ -434,9 +612,8 @@ def accuracy_quotes(
 def scale_table(
     runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
 ) -> tuple[pd.DataFrame, float]:
-    """The random fixed model from rows of norm one and from ``N(0, 1)`` entries (first
-    seed): test accuracy and loss at the end, best test accuracy, training accuracy at
-    the end; and the largest change of the final test accuracy between the scales."""
+    """Random fixed ``E`` from rows of norm one and ``N(0, 1)`` entries (first seed),
+    and the largest change of the final test accuracy between the two."""
     rows = {}
     for name in names:
         for label in labels:
@@ -466,7 +643,7 @@ def spread_runs(
     runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
 ) -> dict[tuple[str, str], pd.DataFrame]:
     """The spread ratios (one step then frozen ``E`` over trained ``E``, first seed)
-    along training, in the paper's binning, per corpus and dynamics label."""
+    along training in the paper's binning, per corpus and label."""
     spreads = {}
     for name in names:
         lo, hi = observed_range(runs.importance[name])
@@ -486,10 +663,9 @@ def crossing_table(
     names: Mapping[str, str],
     tags: Mapping[str, str],
 ) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
-    """Per corpus, dynamics label and score: the first step at which each reading of
-    the spread ratio reaches the paper's, and the ratio at the end of the budget; the
-    same numbers keyed ``<corpus>_<tag>_<score>_<reading>_{end,cross}``; and, keyed
-    ``<corpus>_<tag>_<score>``, the smallest scale-free ratio from step 10 on."""
+    """Per corpus, label and score: the first step at the paper's ratio and the ratio
+    at the end, per reading (also keyed ``<corpus>_<tag>_<score>_<reading>_{end,
+    cross}``); and the smallest scale-free ratio from step 10 on."""
     rows, numbers, late_min = {}, {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -538,11 +714,9 @@ def hold_table(
     names: Mapping[str, str],
     tags: Mapping[str, str],
 ) -> tuple[pd.DataFrame, dict[str, object], dict[str, tuple[float, str]]]:
-    """Per corpus and dynamics label: the steps at which the picture holds, the
-    smallest of its four statistics at the end of the budget and the step of the
-    largest U; the numbers the text quotes, keyed ``<corpus>_<tag>_picture_{holds,
-    peak_step,end_value,end_cls}``; and, keyed ``<corpus>_<tag>``, the smallest of the
-    four at the end with its description in words."""
+    """Per corpus and label: the steps where the picture holds, the smallest of its
+    four statistics at the end and the step of the largest U; the quoted numbers; and
+    the smallest at the end with its words, keyed ``<corpus>_<tag>``."""
     rows, numbers, ends = {}, {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -580,9 +754,8 @@ def picture_end_spreads(
     names: Mapping[str, str],
     tags: Mapping[str, str],
 ) -> dict[str, float]:
-    """Keyed ``<corpus>_<tag>`` like the ends of :func:`hold_table`: the standard
-    deviation over the seeds of each seed's smallest of the four statistics of the
-    picture at the end of the budget."""
+    """The standard deviation over the seeds of the smallest of the picture's four
+    statistics at the end, keyed ``<corpus>_<tag>``."""
     out = {}
     for name in names:
         for label, tag in tags.items():

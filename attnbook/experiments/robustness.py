@@ -1,15 +1,7 @@
-"""How robust the real-data picture is: balanced data, shuffled labels, frequency.
-
-- :func:`reviews_for_vocabulary` -- a review data set encoded with the ``min_df``
-  whose vocabulary size is closest to a target, whole or as a class-balanced sample
-  (the majority class subsampled in each split, :func:`balanced_indices`);
-- :func:`with_shuffled_labels` -- the same corpus with its training labels permuted: a
-  model trained on it sees the same documents, token frequencies and class sizes but no
-  link between tokens and labels (the shuffled-label null);
-- :func:`picture_correlations` -- the rank correlations that measure the picture (the
-  monotone value score, the U-shaped attention score, each side of the U), also as
-  partial correlations given the log document frequency.
-"""
+"""How robust the real-data picture is: class-balanced data
+(:func:`reviews_for_vocabulary`), shuffled labels (:func:`with_shuffled_labels`), and
+the picture's rank correlations, also given the document frequency
+(:func:`picture_correlations`)."""
 
 from __future__ import annotations
 
@@ -37,9 +29,8 @@ __all__ = [
 
 
 def balanced_indices(labels: object, rng: np.random.Generator) -> np.ndarray:
-    """Sorted row numbers of a class-balanced sample of ``labels`` (two classes): every
-    row of the smaller class and as many rows of the larger one, drawn without
-    replacement from ``rng``."""
+    """Sorted rows of a class-balanced sample: every row of the smaller class and as
+    many of the larger, drawn without replacement from ``rng``."""
     check_generator(rng)
     y = np.asarray(labels)
     classes, sizes = np.unique(y, return_counts=True)
@@ -55,13 +46,9 @@ def balanced_indices(labels: object, rng: np.random.Generator) -> np.ndarray:
 def reviews_for_vocabulary(
     name: str, target_vocab: int, rng: np.random.Generator | None = None
 ) -> tuple[ReviewCorpus, int]:
-    """The review data set ``name`` encoded over the vocabulary of the tokens in at
-    least ``min_df`` training documents, ``min_df`` chosen by
-    :func:`attnbook.data.corpus.min_df_for_tokens` for ``target_vocab``.
-    With ``rng`` it is a class-balanced sample of both splits
-    (:func:`balanced_indices`); without, all of it. Returns the corpus and
-    ``min_df``. Each split is read and tokenized once
-    (:func:`attnbook.data.corpus.load_split`)."""
+    """The review data set ``name`` (with ``rng``: a class-balanced sample of each
+    split) over the tokens in at least ``min_df`` training documents, ``min_df``
+    giving the vocabulary size nearest ``target_vocab``; returns it and ``min_df``."""
     if target_vocab < 1:
         raise ValueError(f"target_vocab must be positive, got {target_vocab}")
     parts = {}
@@ -83,8 +70,7 @@ def reviews_for_vocabulary(
 def with_shuffled_labels(
     corpus: ReviewCorpus, rng: np.random.Generator
 ) -> ReviewCorpus:
-    """``corpus`` with its training labels randomly permuted (class sizes kept);
-    validation and test labels unchanged."""
+    """``corpus`` with its training labels permuted by ``rng``."""
     check_generator(rng)
     return dataclasses.replace(
         corpus, train_labels=rng.permutation(corpus.train_labels)
@@ -100,8 +86,7 @@ PICTURE_STATISTICS = {
     "value_given_df": "ρ(E·v, I | log df)",
     "cls_given_df": "ρ(E·p, |I| | log df)",
 }
-#: The same statistics in the book's notation, for the claims dashboard (``$...$`` is
-#: math).
+#: The same statistics in the book's notation.
 PICTURE_MATH = {
     "value": r"$\rho(\E_s \cdot \bv, I)$",
     "cls": r"$\rho(\E_s \cdot \bp, |I|)$",
@@ -115,11 +100,8 @@ PICTURE_MATH = {
 def picture_correlations(
     importance: object, value: object, cls: object, document_frequency: object
 ) -> dict[str, float]:
-    """Spearman correlations of the picture over the tokens with a finite importance:
-    the value score with ``I`` (monotone trend), the attention score with ``|I|``
-    (U-shape) and with ``I`` on each side of zero, and the first two as partial
-    correlations given the (log) document frequency. Keys as in
-    :data:`PICTURE_STATISTICS`."""
+    """The rank correlations of :data:`PICTURE_STATISTICS` over the tokens with a
+    finite importance (partial ones given the log document frequency)."""
     imp = np.asarray(importance, dtype=np.float64)
     value, cls = np.asarray(value, np.float64), np.asarray(cls, np.float64)
     df = np.asarray(document_frequency, dtype=np.float64)

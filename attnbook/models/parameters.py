@@ -1,5 +1,4 @@
-"""Parameters of every model: their layouts and the one initializer (the checks on
-them are in :mod:`attnbook.validation`)."""
+"""Parameters of every model: their layouts and the one initializer."""
 
 from __future__ import annotations
 
@@ -15,17 +14,15 @@ __all__ = [
     "init_parameters",
 ]
 
+#: ``layout(vocab_size, dim, scale)`` -> ``{name: (shape, std)}`` in drawing order
 Layout = Callable[[int, int, float], "dict[str, tuple[tuple[int, ...], float]]"]
-"""``layout(vocab_size, dim, scale)`` -> ``{name: (shape, std)}``, in the order of
-drawing."""
 
 
 def one_layer_layout(
     vocab_size: int, dim: int, scale: float
 ) -> dict[str, tuple[tuple[int, ...], float]]:
-    """The one-layer model: ``E`` (V, d), ``p`` and ``v`` (d,), all with std ``scale /
-    sqrt(d)``, so that every row of ``E`` and every vector has norm close to
-    ``scale``."""
+    """``E`` (V, d), ``p`` and ``v`` (d,), all with std ``scale / sqrt(d)`` (rows of
+    norm about ``scale``)."""
     std = scale / dim**0.5
     return {"E": ((vocab_size, dim), std), "p": ((dim,), std), "v": ((dim,), std)}
 
@@ -42,15 +39,8 @@ def init_parameters(
     names: tuple[str, ...] | None = None,
     requires_grad: bool = True,
 ) -> dict[str, torch.Tensor]:
-    """Gaussian initialization of the tensors of ``layout`` (default: the one-layer
-    model).
-
-    The tensors are drawn one after the other, in the layout's order, with i.i.d. ``N(0,
-    std^2)`` entries from ``generator``; a tensor with ``std = 0`` is zero and takes no
-    draw. ``names`` keeps only those tensors (the others are not drawn either). Every
-    model's initializer in attnbook is a layout passed here. Returns leaves (with
-    ``requires_grad`` set as asked).
-    """
+    """The tensors of ``layout`` drawn in its order with i.i.d. ``N(0, std^2)`` entries
+    from ``generator`` (``std = 0``: zeros, no draw); only ``names`` where given."""
     vocab_size, dim = check_count(vocab_size, "vocab_size"), check_count(dim, "dim")
     check_positive_real(scale, "scale", "positive and finite")
     check_float_dtype(dtype)

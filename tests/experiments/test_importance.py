@@ -100,7 +100,6 @@ def test_within_bin_spread():
     noisy = np.array(
         [-2.0, 0.0, 0.0, 2.0]
     )  # bin means -1, 1; within std 1; overall std sqrt(2)
-    assert within_bin_spread(x, noisy, n_bins=2, relative=False) == pytest.approx(1.0)
     assert within_bin_spread(x, noisy, n_bins=2) == pytest.approx(1 / np.sqrt(2))
     # relative spread is scale-free
     assert within_bin_spread(x, 10 * noisy, 2) == pytest.approx(
@@ -114,9 +113,7 @@ def test_spearman_matches_scipy_and_bootstrap_interval():
     y = x + rng.normal(size=300)
     assert spearman(x, y) == pytest.approx(spearmanr(x, y).statistic)
     r = bootstrap_rank_correlation(x, y, 200, np.random.default_rng(2))
-    assert (
-        r.low < r.estimate < r.high and r.low > 0.4 and r.n == 300 and r.n_boot == 200
-    )
+    assert r.low < r.estimate < r.high and r.low > 0.4
     again = bootstrap_rank_correlation(x, y, 200, np.random.default_rng(2))
     assert again == r  # deterministic for a given generator state
     # independent samples: the interval has the width 2 * 1.96 / sqrt(n) of the null
@@ -125,7 +122,6 @@ def test_spearman_matches_scipy_and_bootstrap_interval():
     width = 2 * 1.96 / np.sqrt(300)
     assert 0.7 * width < r0.high - r0.low < 1.3 * width
     assert r0.low <= r0.estimate <= r0.high
-    assert "bootstrap" in str(r)
 
 
 def test_bootstrap_errors():
