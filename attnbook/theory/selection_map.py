@@ -16,7 +16,7 @@ is the parameter of :func:`selection_map`; the small initialization of the one-s
 lemma (``sigma -> 0`` at fixed ``eta``) is ``r -> infinity``. The same step gives a
 relevant token the value ``B = (eta / 2) |alpha_s| ||v||^2``; whether the flow selects
 depends on both ``B`` and ``r`` (:func:`value_map`). Every run is one
-:func:`attnbook.theory.flow_batch.batched_gradient_flow` problem; the runs of a map are
+:func:`attnbook.theory.flow.batched_gradient_flow` problem; the runs of a map are
 one batch (of :func:`value_map`: one batch per ratio).
 """
 
@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from attnbook.data.selection import SelectionData
+from attnbook.theory.flow import batched_gradient_flow
 from attnbook.theory.flow_analysis import one_step_setting, value_gap
-from attnbook.theory.flow_batch import batched_gradient_flow
 from attnbook.theory.frequency import average_signed_frequency
 
 __all__ = [
@@ -103,7 +103,7 @@ def selection_map(
 ):
     """Integrate the flow for every (instance, ``embed_scale``, ``dim``, ``cls_scale``)
     and classify its end; one pandas DataFrame row per run (``log_t_max`` and ``dtau``
-    as in :func:`~attnbook.theory.flow_batch.batched_gradient_flow`).
+    as in :func:`~attnbook.theory.flow.batched_gradient_flow`).
 
     Instance ``j`` (data satisfying Assumption 1, with ``.important``) is paired with
     the initialization seed ``seed_offset + j`` at every scale and dimension, so that
