@@ -1,27 +1,8 @@
-"""The max-margin token-selection problem and its solution.
-
-Given frozen embeddings ``E`` and, for every sequence ``X_i``, a set ``S_i`` of
-*selected* tokens of ``X_i``, the max-margin problem is the hard-margin SVM
-
-    p_mm = argmin ||p||^2 / 2   s.t.   p . (E_a - E_s) >= 1   for every i, a in S_i, s
-    in X_i \\ S_i.
-
-Each constraint says that the ``<cls>`` score of a selected token beats the score of a
-non-selected token of the same sequence by a margin of one. With one selected token per
-sequence this is the problem of the implicit-bias theorem. The problem is a convex
-quadratic program; it is solved here with cvxpy and the Clarabel interior-point solver
-(Diamond and Boyd, 2016). The solver sees the constraints with unit rows and an answer
-of unit scale, so that neither the scale of ``E`` nor near-tied embeddings (short rows
-of ``D``) matter; its answer is then refined exactly on its active set, and a selection
-is called infeasible only with a Farkas certificate. Its dual variables ``lambda >= 0``
-satisfy the KKT conditions
-
-- primal feasibility: ``D p >= 1`` (``D`` stacks the differences ``E_a - E_s`` as rows);
-- dual feasibility: ``lambda >= 0``;
-- complementary slackness: ``lambda_k (D_k . p - 1) = 0``;
-- stationarity: ``p = D^T lambda = sum_k lambda_k (E_a - E_s)``;
-
-which :func:`kkt_residuals` measures."""
+"""The max-margin token-selection problem ``p_mm = argmin ||p||^2 / 2`` s.t. ``p .
+(E_a - E_s) >= 1`` for every sequence, selected ``a`` and other ``s``: solved with
+cvxpy and Clarabel on unit-row constraints, refined on its active set, called
+infeasible only with a Farkas certificate; :func:`kkt_residuals` checks the KKT
+conditions."""
 
 from __future__ import annotations
 
@@ -43,19 +24,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class MaxMarginSolution:
-    """The solution of the max-margin problem and what is needed to check it.
-
-    Attributes ---------- p:
-        ``(d,)`` float64 numpy array, the minimiser ``p_mm``.
-    dual:
-        ``(m,)`` the multipliers ``lambda`` of the ``m`` distinct constraints.
-    differences:
-        ``(m, d)`` the constraint rows ``E_a - E_s``.
-    winners, losers, rows:
-        for each constraint, the selected token, the non-selected token and a sequence
-        where they meet.
-    status:
-        the solver's status string."""
+    """``p_mm`` (float64 numpy), the multipliers ``dual`` of the distinct constraints,
+    their rows ``E_a - E_s`` (``differences``), tokens and sequences, the solver
+    status."""
 
     p: np.ndarray
     dual: np.ndarray
@@ -67,34 +38,21 @@ class MaxMarginSolution:
 
     @property
     def margins(self) -> np.ndarray:
-        """``D p``: the score gap of every constraint (all >= 1 up to solver
-        tolerance)."""
+        """``D p``: the score gap of every constraint."""
         return self.differences @ self.p
 
     @property
     def support(self) -> np.ndarray:
-        """Boolean mask of the constraints with a positive multiplier (support
-        vectors)."""
+        """The constraints with a positive multiplier (support vectors)."""
         return self.dual > 1e-6 * max(float(self.dual.max()), 1e-300)
 
 
 def max_margin_solution(
     E: torch.Tensor | np.ndarray, sequences: object, selected: object
 ) -> MaxMarginSolution:
-    """Solve the max-margin problem with cvxpy + Clarabel and return primal and dual
-    solution.
-
-    ``sequences`` is a list of token-id sequences or a :class:`TokenCounts`;
-    ``selected[i]`` is a token id or a collection of token ids of sequence ``i`` (each
-    of them must beat every other token of the sequence). Raises ``ValueError`` when the
-    selection cannot be separated by any ``p`` (the problem is infeasible) or when the
-    input is malformed.
-
-    The answer does not depend on the scale of ``E``: the solver sees the constraints
-    with unit rows (:func:`_normalised`), the solution is refined on its active set
-    (:func:`_refine`) and mapped back, so ``E -> c E`` gives ``p -> p / c`` for any ``c
-    > 0``. A problem is called infeasible only with a certificate
-    (:func:`_infeasibility_certificate`)."""
+    """Solve the max-margin problem for ``selected`` (a token id or a collection per
+    sequence). Invariant to the scale of ``E`` (``E -> c E`` gives ``p -> p / c``);
+    ``ValueError`` when the selection is infeasible or the input malformed."""
     import cvxpy as cp
 
     E_np = (
