@@ -499,8 +499,6 @@ def gradient_flow(
 ) -> FlowPath:
     """:func:`batched_gradient_flow` of one problem, with ``n_checkpoints`` log-spaced
     checkpoints."""
-    if not isinstance(p0, torch.Tensor):
-        raise ValueError(f"p0 must be a torch tensor, got {type(p0).__name__}")
     (path,) = batched_gradient_flow(
         [(E, v, sequences, labels, p0)],
         log_t_max=log_t_max,

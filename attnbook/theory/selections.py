@@ -8,13 +8,12 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from attnbook.engine.counts import TokenCounts, as_token_counts
+from attnbook.engine.counts import TokenCounts
 
 __all__ = [
     "selection_sets",
     "selection_constraints",
     "selection_gaps",
-    "selection_margins",
 ]
 
 
@@ -106,14 +105,3 @@ def selection_gaps(
             c = 1.0 if signs is None else signs[i]
             out[i] = (c * scores[sel]).min() - (c * scores[rest]).max()
     return out
-
-
-def selection_margins(
-    E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object
-) -> np.ndarray:
-    """Per sequence, the smallest score gap ``p.(E_a - E_s)`` over selected ``a`` and
-    non-selected ``s`` (``+inf`` when the sequence selects all its tokens)."""
-    counts = as_token_counts(sequences, E.shape[0])
-    sets = selection_sets(selected, counts.n_sequences)
-    scores = (E.detach() @ p.detach()).double().cpu().numpy()
-    return selection_gaps(scores, counts, sets)
