@@ -3,7 +3,6 @@ with it: the Pearson correlation and the value the lemma's noise model predicts.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -13,30 +12,10 @@ from attnbook.models.parameters import init_parameters
 from attnbook.validation import check_count, check_finite_real
 
 __all__ = [
-    "one_step_layout",
     "init_one_step",
     "predicted_pearson",
     "pearson",
 ]
-
-
-def one_step_layout(
-    vocab_size: int,
-    dim: int,
-    scale: float,
-    *,
-    head_scale: float = 1.0,
-    n_classes: int | None = None,
-) -> dict[str, tuple[tuple[int, ...], float]]:
-    """The lemma's layout: ``E`` with std ``scale / sqrt(d)``, ``p`` with ``1 /
-    sqrt(d)``, the head (``v`` (d,), or ``W`` (d, K) for ``n_classes = K``) with
-    ``head_scale / sqrt(d)``."""
-    head = ("v", (dim,)) if n_classes is None else ("W", (dim, int(n_classes)))
-    return {
-        "E": ((vocab_size, dim), scale / dim**0.5),
-        "p": ((dim,), 1.0 / dim**0.5),
-        head[0]: (head[1], head_scale / dim**0.5),
-    }
 
 
 def init_one_step(
@@ -51,8 +30,10 @@ def init_one_step(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The lemma's initialization (:func:`one_step_layout`), without gradients; ``p`` is
-    drawn at unit scale and multiplied by ``cls_scale`` (zero when it is 0)."""
+    """The lemma's initialization, without gradients: ``E`` with std ``init_scale /
+    sqrt(d)``, ``p`` with ``cls_scale / sqrt(d)`` (drawn at unit scale, then
+    multiplied), the head ``v`` (d,), or ``W`` (d, K) for ``n_classes = K``, with
+    ``head_scale / sqrt(d)``."""
     scales = dict(init_scale=init_scale, head_scale=head_scale, cls_scale=cls_scale)
     for name, value in scales.items():
         check_finite_real(value, name)
@@ -62,9 +43,15 @@ def init_one_step(
         )
     if n_classes is not None:
         n_classes = check_count(n_classes, "n_classes", minimum=2)
-    layout = functools.partial(
-        one_step_layout, head_scale=head_scale, n_classes=n_classes
-    )
+    head = ("v", (dim,)) if n_classes is None else ("W", (dim, int(n_classes)))
+
+    def layout(vocab_size: int, dim: int, scale: float) -> dict:
+        return {
+            "E": ((vocab_size, dim), scale / dim**0.5),
+            "p": ((dim,), 1.0 / dim**0.5),
+            head[0]: (head[1], head_scale / dim**0.5),
+        }
+
     out = init_parameters(
         vocab_size,
         dim,
