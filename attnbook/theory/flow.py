@@ -391,19 +391,21 @@ def batched_gradient_flow(
         new = sub.state(c_new)
         reject = active & sub.rejects(st, new)
         accept = active & ~reject
-        step = torch.where(reject, 0.5 * step, step)
-        rejected += reject
-        streak = torch.where(accept, streak + 1, 0)
-        c = torch.where(accept[:, None], c_new, c)
-        t = torch.where(accept, t + h, t)
-        steps += accept
+        if bool(accept.all()):  # every selection below would be the identity
+            streak, c, t, st = streak + 1, c_new, t + h, new
+            steps += 1
+        else:
+            step = torch.where(reject, 0.5 * step, step)
+            rejected += reject
+            streak = torch.where(accept, streak + 1, 0)
+            c = torch.where(accept[:, None], c_new, c)
+            t = torch.where(accept, t + h, t)
+            steps += accept
+            if bool(accept.any()):
+                st = {key: _where(accept, new[key], old) for key, old in st.items()}
         grow = accept & (streak >= grow_after) & (step < dtau)
         step = torch.where(grow, torch.clamp(2.0 * step, max=dtau), step)
         streak = torch.where(grow, 0, streak)
-        if bool(accept.all()):
-            st = new
-        elif bool(accept.any()):
-            st = {key: _where(accept, new[key], old) for key, old in st.items()}
         checkpoint = False
         if times is not None:  # the host follows t; a checkpoint when a time is passed
             now = passed[:]
