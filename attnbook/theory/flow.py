@@ -205,16 +205,6 @@ class FlowBatch:
         self.b_tok = torch.gather(self.b, 1, self.tok_flat).view_as(self.cnt)
         self.row_mask = (self.y != 0).to(F64)
 
-    def subset(self, keep: torch.Tensor) -> "FlowBatch":
-        """The batch of the problems ``keep`` (indices), for the integration loop."""
-        out = object.__new__(FlowBatch)
-        out.k, out.n = self.k, self.n
-        for key in ("R", "a0", "b", "Eq", "tok", "cnt", "sel", "y", "n_rows"):
-            setattr(out, key, getattr(self, key)[keep])
-        for key in ("log_cnt", "tok_flat", "b_tok", "row_mask"):
-            setattr(out, key, getattr(self, key)[keep])
-        return out
-
     def scores(self, c: torch.Tensor) -> torch.Tensor:
         return self.a0 + torch.bmm(self.R, c.unsqueeze(2)).squeeze(2)
 
@@ -357,29 +347,14 @@ def batched_gradient_flow(
     steps = torch.zeros(B, dtype=torch.int64, device=device)
     rejected = torch.zeros_like(steps)
     streak = torch.zeros_like(steps)
-    # the batch shrinks to its unfinished problems at checkpoints (every row's
-    # arithmetic is its own); ``full`` keeps every problem's last recorded values
-    rows = torch.arange(B, device=device)
-    sub = batch
-    full: dict[str, torch.Tensor] = {}
     marks: list[tuple] = []
 
     def record(st: dict) -> None:
         g = st["g_tok"]
         gn = st["grad"].norm(dim=1)
-        along = -(g * sub.Eq).sum(1) / torch.where(gn > 0, gn, 1.0)
-        mass = (st["pi"] * sub.sel).sum(2)
-        now = dict(t=t, c=c, loss=st["loss"], mass=mass, along=along)
-        for key, x in now.items():
-            if key not in full:
-                full[key] = x.clone()
-            else:
-                full[key][rows] = x
-        marks.append(tuple(full[key].clone() for key in now))
-
-    def finish() -> None:
-        for key, x in (("steps", steps), ("rejected", rejected), ("step", step)):
-            full.setdefault(key, x.clone())[rows] = x
+        along = -(g * batch.Eq).sum(1) / torch.where(gn > 0, gn, 1.0)
+        mass = (st["pi"] * batch.sel).sum(2)
+        marks.append((t.clone(), c.clone(), st["loss"], mass, along))
 
     st = batch.state(c)
     record(st)
@@ -388,8 +363,8 @@ def batched_gradient_flow(
         active = t < t_end
         h = torch.where(active, torch.minimum(step * (t0 + t), t_end - t), 0.0)
         c_new = c - h[:, None] * st["grad"]
-        new = sub.state(c_new)
-        reject = active & sub.rejects(st, new)
+        new = batch.state(c_new)
+        reject = active & batch.rejects(st, new)
         accept = active & ~reject
         if bool(accept.all()):  # every selection below would be the identity
             streak, c, t, st = streak + 1, c_new, t + h, new
@@ -406,49 +381,26 @@ def batched_gradient_flow(
         grow = accept & (streak >= grow_after) & (step < dtau)
         step = torch.where(grow, torch.clamp(2.0 * step, max=dtau), step)
         streak = torch.where(grow, 0, streak)
-        checkpoint = False
         if times is not None:  # the host follows t; a checkpoint when a time is passed
-            now = passed[:]
-            for i, x in zip(rows.tolist(), t.tolist()):
-                now[i] = bisect.bisect_right(times[i], x)
-            if now != passed:
+            now = t.tolist()
+            done = not any(x < t_end for x in now)
+            now = [bisect.bisect_right(ts, x) for ts, x in zip(times, now)]
+            if now != passed or done:
                 record(st)
-                passed, last, checkpoint = now, it, True
+                passed, last = now, it
+            if done:
+                break
         elif it % check_every == 0:
             record(st)
-            last, checkpoint = it, True
-        if checkpoint:
-            going = t < t_end
-            if not bool(going.any()):
+            last = it
+            if not bool((t < t_end).any()):
                 break
-            # bmm of a batch of one takes another path (other bits): keep two rows
-            keep = going.clone()
-            keep[torch.nonzero(~going).squeeze(1)[: max(0, 2 - int(going.sum()))]] = (
-                True
-            )
-            if not bool(keep.all()):
-                finish()
-                keep = torch.nonzero(keep).squeeze(1)
-                rows, sub = rows[keep], sub.subset(keep)
-                c, t, t0, step = c[keep], t[keep], t0[keep], step[keep]
-                steps, rejected, streak = steps[keep], rejected[keep], streak[keep]
-                st = {key: x[keep] for key, x in st.items()}
     else:
         if on_max_steps == "raise":
             raise RuntimeError(f"batched_gradient_flow: {max_steps} iterations reached")
         if last != max_steps:
             record(st)
-    finish()
-    return _paths(
-        batch,
-        p0s,
-        marks,
-        full["steps"],
-        full["rejected"],
-        full["step"],
-        selected,
-        times,
-    )
+    return _paths(batch, p0s, marks, steps, rejected, step, selected, times)
 
 
 def _paths(batch, p0s, marks, steps, rejected, step, selected, times) -> list[FlowPath]:
