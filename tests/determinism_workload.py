@@ -17,8 +17,8 @@ from attnbook.models.mlp_head import PooledIndex, init_mlp_head, mlp_attention_o
 from attnbook.models.training import fit
 from attnbook.models.two_layer import init_two_layer, two_layer_output
 from attnbook.runtime import seed_everything
+from attnbook.theory.flow import batched_gradient_flow
 from attnbook.theory.flow_analysis import one_step_problem
-from attnbook.theory.flow_batch import batched_gradient_flow
 from attnbook.theory.max_margin import max_margin_solution
 from attnbook.theory.selection_map import selection_map, value_map
 from attnbook.theory.two_token import collapse_threshold

@@ -1,9 +1,5 @@
-"""The figures of the chapters on the model, the one gradient step and the selection by
-the class token, each drawn by one function from the numbers the chapter computed.
-
-Every function returns the figure (and what the chapter reads off it); the chapter
-displays it.
-"""
+"""The figures of the chapters on the model, the one gradient step and the selection
+by the class token; every function returns the figure, the chapter displays it."""
 
 from __future__ import annotations
 

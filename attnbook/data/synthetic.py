@@ -1,24 +1,9 @@
-"""Synthetic sequences with positive, negative and neutral tokens.
+"""Synthetic sequences with positive, negative and neutral tokens (ids in that order).
 
-The vocabulary is split into three blocks, in this order of ids:
-
-- ``n_positive`` *positive* tokens, which can appear in positive sequences;
-- ``n_negative`` *negative* tokens, which can appear in negative sequences;
-- ``n_neutral`` *neutral* tokens, drawn the same way in both classes.
-
-A sequence first draws its label, ``+1`` with probability ``positive_fraction``, then
-its length, uniformly in ``[min_len, max_len]``. Each position then holds,
-independently,
-
-- with probability ``relevant_rate`` a token of its own class (uniform in that block),
-- with probability ``opposite_rate`` a token of the other class (uniform in that block),
-- otherwise a neutral token (uniform).
-
-``relevant_rate`` plays the role of the paper's frequency parameter for relevant tokens.
-With ``opposite_rate = 0`` positive tokens are *completely positive* (they occur only in
-positive sequences) and negative tokens completely negative; neutral tokens have average
-signed frequency zero in expectation.
-"""
+A sequence draws its label (``+1`` with probability ``positive_fraction``), its length
+(uniform in ``[min_len, max_len]``), and at every position, independently, a token of
+its own class with probability ``relevant_rate``, of the other class with probability
+``opposite_rate``, otherwise a neutral token (each uniform in its block)."""
 
 from __future__ import annotations
 
@@ -44,8 +29,7 @@ POSITIVE, NEGATIVE, NEUTRAL = 1, -1, 0
 
 
 def _check_positions(spec: "SyntheticSpec | MulticlassSpec") -> None:
-    """The checks both specs share: lengths, the two rates, and neutral tokens to fill
-    the rest."""
+    """The checks both specs share: lengths, rates, neutral tokens for the rest."""
     if not 1 <= spec.min_len <= spec.max_len:
         raise ValueError("lengths must satisfy 1 <= min_len <= max_len")
     rates = (spec.relevant_rate, spec.opposite_rate)
@@ -60,9 +44,8 @@ def _check_positions(spec: "SyntheticSpec | MulticlassSpec") -> None:
 def _draw_positions(
     spec: "SyntheticSpec | MulticlassSpec", n: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """After the labels: every sequence's length, and for each of its ``max_len`` slots
-    whether it holds a token of its own class (``own``) or of another class
-    (``other``)."""
+    """Every sequence's length, and for each of its ``max_len`` slots whether it holds a
+    token of its own class (``own``) or of another class (``other``)."""
     lengths = rng.integers(spec.min_len, spec.max_len + 1, size=n)
     u = rng.random((n, spec.max_len))
     own = u < spec.relevant_rate
@@ -127,8 +110,7 @@ class SyntheticSpec:
 
 @dataclass(frozen=True)
 class SampledSequences:
-    """Sampled sequences, their labels and the spec (with its ``vocab_size``) they came
-    from."""
+    """Sampled sequences, their labels and the spec they came from."""
 
     sequences: list[np.ndarray]
     labels: np.ndarray
@@ -150,8 +132,7 @@ class SyntheticData(SampledSequences):
 def sample_sequences(
     spec: SyntheticSpec, n: int, rng: np.random.Generator
 ) -> SyntheticData:
-    """Draw ``n`` labelled sequences from ``spec`` with the generator ``rng``
-    (vectorised)."""
+    """Draw ``n`` labelled sequences from ``spec`` with ``rng``."""
     _check_n(n)
     labels = np.where(rng.random(n) < spec.positive_fraction, 1, -1).astype(np.int64)
     lengths, own, other = _draw_positions(spec, n, rng)
@@ -173,15 +154,10 @@ def sample_sequences(
 # --------------------------------------------------------------------------- K classes
 @dataclass(frozen=True)
 class MulticlassSpec:
-    """K-class analogue of :class:`SyntheticSpec`.
-
-    The vocabulary holds ``n_classes`` blocks of ``n_per_class`` class tokens (block
-    ``k`` first for class ``k``), then ``n_neutral`` neutral tokens. A sequence draws
-    its class uniformly, its length uniformly in ``[min_len, max_len]``, and each
-    position holds independently: with probability ``relevant_rate`` a token of its own
-    class block, with probability ``opposite_rate`` a token of one of the other blocks
-    (block and token uniform), otherwise a neutral token (uniform).
-    """
+    """K-class analogue of :class:`SyntheticSpec`: ``n_classes`` blocks of
+    ``n_per_class`` tokens (block ``k`` for class ``k``), then ``n_neutral`` neutral
+    tokens; a sequence draws its class uniformly, then its positions as in the module
+    docstring (an other-class token from a uniform other block)."""
 
     n_classes: int = 4
     n_per_class: int = 10
@@ -215,8 +191,7 @@ class MulticlassSpec:
 
 @dataclass(frozen=True)
 class MulticlassData(SampledSequences):
-    """Sampled sequences, their class ids in ``{0, ..., K-1}`` and the spec they came
-    from."""
+    """Sampled sequences, their class ids in ``{0, ..., K-1}`` and their spec."""
 
     spec: MulticlassSpec
 
@@ -224,8 +199,7 @@ class MulticlassData(SampledSequences):
 def sample_multiclass_sequences(
     spec: MulticlassSpec, n: int, rng: np.random.Generator
 ) -> MulticlassData:
-    """Draw ``n`` labelled sequences from ``spec`` with the generator ``rng``
-    (vectorised)."""
+    """Draw ``n`` labelled sequences from ``spec`` with ``rng``."""
     _check_n(n)
     K, m = spec.n_classes, spec.n_per_class
     labels = rng.integers(0, K, size=n).astype(np.int64)

@@ -1,86 +1,438 @@
-"""Gradient flow on the ``<cls>`` vector ``p`` with the embeddings ``E`` and the head
-``v`` frozen: one problem.
-
-:func:`gradient_flow` integrates ``dp/dt = -grad L(p)`` for one problem; it is the
-batch of one of the integrator :func:`attnbook.theory.flow_batch.batched_gradient_flow`
-(Euler steps in logarithmic time, stable at any ``||p||``: see that module), recorded
-at log-spaced times. :func:`flow_state` and :func:`loss_change` give the loss, its
-gradient and the change of the loss between two points by the integrator's own
-formulas. The problem's data and the recorded path are those of
-:mod:`attnbook.theory.flow_problem` (:class:`FlowProblem`, :class:`FlowPath`).
+"""Gradient flow on the ``<cls>`` vector ``p`` with ``E`` and ``v`` frozen: the
+problem's data (:class:`FlowProblem`), the recorded path (:class:`FlowPath`) and the
+integrator (:func:`batched_gradient_flow`, many independent flows as one tensor
+program; :func:`gradient_flow`, the batch of one): explicit Euler steps in logarithmic
+time ``tau = log(1 + t / t0)``, computed relative to each sequence's top-scoring token
+so that they stay exact at any ``||p||`` (chapter 3 derives them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+import numbers
+from dataclasses import dataclass, field
+from typing import Sequence
 
+import numpy as np
 import torch
 
-from attnbook.theory.flow_batch import FlowBatch, batched_gradient_flow
-from attnbook.theory.flow_problem import (
-    ROUNDING_FLOOR,
-    FlowPath,
-    FlowProblem,
-    default_t0,
-    direction_cosines,
-    finite_number,
-)
+from attnbook.engine.counts import TokenCounts, as_token_counts
+from attnbook.engine.segments import row_shift, segment_sum
+from attnbook.theory.selections import selection_sets
+from attnbook.validation import as_signed_labels
 
 __all__ = [
     "FlowProblem",
-    "FlowState",
     "FlowPath",
+    "FlowBatch",
+    "batched_gradient_flow",
     "gradient_flow",
-    "flow_state",
-    "loss_change",
     "default_t0",
     "finite_number",
     "ROUNDING_FLOOR",
-    "direction_cosines",
 ]
+
+F64 = torch.float64
+
+#: A step is rejected when the loss rises by more than this many units of float64
+#: rounding of the terms that give the change of every output (below it the sign of
+#: the change is noise, and a symmetric saddle would halve the step for ever).
+ROUNDING_FLOOR = 8 * 2.0**-53
+
+
+class FlowProblem:
+    """The frozen data of the flow, float64 on ``E``'s device: ``E`` (V, d), ``v``
+    (d,), the corpus and the +-1 labels."""
+
+    def __init__(
+        self, E: torch.Tensor, v: torch.Tensor, sequences: object, labels: object
+    ):
+        if not isinstance(E, torch.Tensor) or E.ndim != 2:
+            raise ValueError("E must be a (V, d) tensor")
+        if not isinstance(v, torch.Tensor) or v.shape != (E.shape[1],):
+            raise ValueError(f"v must be a ({E.shape[1]},) tensor")
+        if not bool(torch.isfinite(E).all()):
+            raise ValueError("E has non-finite entries (nan or inf)")
+        if not bool(torch.isfinite(v).all()):
+            raise ValueError("v has non-finite entries (nan or inf)")
+        self.device = E.device
+        self.E = E.detach().to(torch.float64)
+        self.v = v.detach().to(device=self.device, dtype=torch.float64)
+        self.counts: TokenCounts = as_token_counts(sequences, E.shape[0]).to(
+            self.device
+        )
+        self.y = as_signed_labels(labels, self.counts.n_sequences).to(self.device)
+        self.b = self.E @ self.v
+        self.rows = self.counts.row_ids
+        self.tok = self.counts.token_ids
+        self.cnt = self.counts.counts.to(torch.float64)
+        self.n = self.counts.n_sequences
+
+    @property
+    def dim(self) -> int:
+        return self.E.shape[1]
+
+    def attention(self, p: torch.Tensor) -> torch.Tensor:
+        """Attention mass of every stored entry at ``p`` (stable at any ``||p||``)."""
+        p = p.detach().to(device=self.device, dtype=torch.float64)
+        a_tok = (self.E @ p)[self.tok]
+        w = self.cnt * row_shift(a_tok, self.rows, self.n)[1]
+        return w / segment_sum(w, self.rows, self.n)[self.rows]
+
+    def positions(self) -> torch.Tensor:
+        """``(nnz,)`` the position of every stored entry within its sequence."""
+        entry = torch.arange(self.tok.numel(), device=self.device)
+        return entry - self.counts.indptr.to(self.device)[self.rows]
+
+    def padded(
+        self, mask: torch.Tensor | None, m: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Token ids, counts and selection flags (``mask``, one per stored entry) in an
+        ``(n, m)`` layout (padding: token 0 with count 0)."""
+        n, pos, f64 = self.n, self.positions(), torch.float64
+        tok = torch.zeros(n, m, dtype=torch.int64, device=self.device)
+        cnt = torch.zeros(n, m, dtype=f64, device=self.device)
+        sel = torch.zeros(n, m, dtype=f64, device=self.device)
+        tok[self.rows, pos] = self.tok
+        cnt[self.rows, pos] = self.cnt
+        if mask is not None:
+            sel[self.rows, pos] = mask.to(f64)
+        return tok, cnt, sel
+
+    def selection_mask(self, selected: object) -> torch.Tensor:
+        """``(nnz,)`` bool: whether each stored entry's token is in ``selected[i]`` of
+        its sequence (one token id or a collection per sequence)."""
+        sets = selection_sets(selected, self.n)
+        rows = self.rows.cpu().numpy()
+        toks = self.tok.cpu().numpy()
+        mask = np.fromiter(
+            (int(t) in sets[r] for r, t in zip(rows, toks)),
+            dtype=bool,
+            count=rows.size,
+        )
+        return torch.from_numpy(mask).to(self.device)
+
+    def per_sequence(self, entries: torch.Tensor) -> np.ndarray:
+        """Per sequence, the sum of a value given for every stored entry."""
+        return segment_sum(entries, self.rows, self.n).cpu().numpy()
 
 
 @dataclass
-class FlowState:
-    """Loss, gradient, outputs and attention of a problem at one ``p`` (float64)."""
+class FlowPath:
+    """A flow recorded at ``K`` checkpoints: times ``t`` (``t[0] = 0``), ``p`` (K, d),
+    ``loss``, ``selected_mass`` (K, n; empty without a selection), accepted and
+    rejected Euler steps, the last log-time step, and ``grad_along``."""
 
-    p: torch.Tensor
-    loss: float
-    grad: torch.Tensor  # (d,)
-    f: torch.Tensor  # (n,) outputs
-    attention: torch.Tensor  # (nnz,) attention mass of every stored entry
+    t: np.ndarray
+    p: np.ndarray
+    loss: np.ndarray
+    selected_mass: np.ndarray
+    steps: int
+    rejected: int
+    final_dtau: float
+    grad_along: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def norms(self) -> np.ndarray:
+        return np.linalg.norm(self.p, axis=1)
+
+    def cosines(self, direction: torch.Tensor | np.ndarray) -> np.ndarray:
+        """``cos(p(t), direction)`` at every checkpoint (0 where ``p(t) = 0``)."""
+        q = direction
+        q = q.detach().cpu().double() if isinstance(q, torch.Tensor) else q
+        q = np.asarray(q, dtype=float)
+        norms = self.norms * np.linalg.norm(q)
+        return np.divide(self.p @ q, norms, out=np.zeros(len(self.p)), where=norms > 0)
 
 
-def _batch_of_one(problem: FlowProblem, p: torch.Tensor) -> FlowBatch:
-    p = p.detach().to(device=problem.device, dtype=torch.float64)
-    return FlowBatch([problem], [p], [None], [None], problem.device)
-
-
-def flow_state(problem: FlowProblem, p: torch.Tensor) -> FlowState:
-    """Loss, gradient, outputs and attention of ``problem`` at ``p``, computed as the
-    integrator computes them (stable at any ``||p||``)."""
-    batch = _batch_of_one(problem, p)
-    st = batch.state(
-        torch.zeros(1, batch.k, dtype=torch.float64, device=batch.R.device)
+def finite_number(x: object) -> bool:
+    """Whether ``x`` is a real finite number (Python or NumPy scalar, not a bool)."""
+    return (
+        isinstance(x, numbers.Real)
+        and not isinstance(x, bool)
+        and bool(np.isfinite(float(x)))
     )
-    rows, pos = problem.rows, problem.positions()
-    return FlowState(
-        p=p,
-        loss=float(st["loss"][0]),
-        grad=batch.Q[0] @ st["grad"][0],
-        f=st["f"][0, : problem.n],
-        attention=st["pi"][0][rows, pos],
-    )
 
 
-def loss_change(problem: FlowProblem, p: torch.Tensor, p_new: torch.Tensor) -> float:
-    """``L(p_new) - L(p)``, written relative to the top-scoring tokens as the
-    integrator's acceptance test computes it (accurate when ``L`` no longer changes in
-    its 16th digit)."""
-    old, new = (_batch_of_one(problem, q) for q in (p, p_new))
-    zero = torch.zeros(1, old.k, dtype=torch.float64, device=old.R.device)
-    change, _ = old.loss_change(old.state(zero), new.state(zero))
-    return float(change[0]) / problem.n
+def default_t0(problem: FlowProblem, dtau: float) -> float:
+    """``t0`` that makes the first step ``dtau * t0`` at most ``1 / (B^2 R^2 + 3 B
+    R^2)``, a bound on the Hessian of ``L`` (``B = max |b_s|``, ``R = max ||E_s||``)."""
+    B = float(problem.b.abs().max())
+    R = float(problem.E.norm(dim=1).max())
+    smooth = B * B * R * R + 3 * B * R * R
+    return 1.0 / (max(smooth, 1e-12) * dtau)
+
+
+class FlowBatch:
+    """The frozen data of ``B`` problems, padded to common shapes (sequences to ``(n,
+    m)`` of their distinct tokens), in the coordinates ``c`` of the row space of each
+    ``E`` (``p = p0 + Q c``, ``E = R Q^T``: a step costs ``O(V k)`` whatever ``d``)."""
+
+    def __init__(self, problems, p0s, selected, directions, device):
+        B = len(problems)
+        V = max(pr.E.shape[0] for pr in problems)
+        self.k = k = max(min(pr.E.shape) for pr in problems)
+        self.n = n = max(pr.n for pr in problems)
+        m = max(int(torch.diff(pr.counts.indptr).max()) for pr in problems)
+        self.R = torch.zeros(B, V, k, dtype=F64, device=device)  # E = R Q^T
+        self.a0 = torch.zeros(B, V, dtype=F64, device=device)
+        self.b = torch.zeros(B, V, dtype=F64, device=device)
+        self.Eq = torch.zeros(B, V, dtype=F64, device=device)
+        self.tok = torch.zeros(B, n, m, dtype=torch.int64, device=device)
+        self.cnt = torch.zeros(B, n, m, dtype=F64, device=device)
+        self.sel = torch.zeros(B, n, m, dtype=F64, device=device)
+        self.y = torch.zeros(B, n, dtype=F64, device=device)
+        self.n_rows = torch.tensor([pr.n for pr in problems], dtype=F64, device=device)
+        self.Q = []
+        for i, pr in enumerate(problems):
+            Vi, ki = pr.E.shape[0], min(pr.E.shape)
+            Q, Rt = torch.linalg.qr(pr.E.T)  # E^T = Q Rt, Q (d, ki)
+            self.Q.append(Q)
+            self.R[i, :Vi, :ki] = Rt.T.to(device)
+            self.a0[i, :Vi] = (pr.E @ p0s[i]).to(device)
+            self.b[i, :Vi] = pr.b.to(device)
+            if directions[i] is not None:
+                q = directions[i].to(device=pr.device, dtype=F64)
+                self.Eq[i, :Vi] = (pr.E @ (q / q.norm())).to(device)
+            mask = pr.selection_mask(selected[i]) if selected[i] is not None else None
+            tok, cnt, sel = pr.padded(mask, m)
+            self.tok[i, : pr.n], self.cnt[i, : pr.n] = tok.to(device), cnt.to(device)
+            self.sel[i, : pr.n] = sel.to(device)
+            self.cnt[i, pr.n :, 0] = 1.0  # padded rows: one dummy entry, zero label
+            self.y[i, : pr.n] = pr.y.to(device=device, dtype=F64)
+        self.log_cnt = torch.log(self.cnt)  # -inf on padding
+        self.tok_flat = self.tok.flatten(1)
+        self.b_tok = torch.gather(self.b, 1, self.tok_flat).view_as(self.cnt)
+        self.row_mask = (self.y != 0).to(F64)
+
+    def scores(self, c: torch.Tensor) -> torch.Tensor:
+        return self.a0 + torch.bmm(self.R, c.unsqueeze(2)).squeeze(2)
+
+    def state(self, c: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Loss, gradient (in ``c``), outputs and attention at ``c``, written relative
+        to the top-scoring token of every sequence (exact when attention is one-hot)."""
+        a = torch.gather(self.scores(c), 1, self.tok_flat).view_as(self.log_cnt)
+        a = a + self.log_cnt  # padding: -inf
+        w = row_shift(a)[1]
+        ref = torch.gather(self.tok, 2, a.argmax(dim=2, keepdim=True)).squeeze(2)
+        pi = w / w.sum(dim=2, keepdim=True)
+        b_ref = torch.gather(self.b, 1, ref)
+        db = self.b_tok - b_ref.unsqueeze(2)
+        gap = (pi * db).sum(dim=2)
+        f = b_ref + gap
+        margin = self.y * f
+        loss = (torch.nn.functional.softplus(-margin) * self.row_mask).sum(1)
+        dloss_df = -self.y * torch.sigmoid(-margin) / self.n_rows[:, None]
+        coef = dloss_df.unsqueeze(2) * pi * (db - gap.unsqueeze(2))
+        g_tok = torch.zeros_like(self.b).scatter_add_(1, self.tok_flat, coef.flatten(1))
+        grad = torch.bmm(g_tok.unsqueeze(1), self.R).squeeze(1)  # (B, k) = R^T g
+        return {
+            "loss": loss / self.n_rows,
+            "grad": grad,
+            "g_tok": g_tok,
+            "f": f,
+            "b_ref": b_ref,
+            "gap": gap,
+            "pi": pi,
+            "spread": (pi * db.abs()).sum(dim=2),
+        }
+
+    def loss_change(self, old: dict, new: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B,)`` ``n (L(new) - L(old))``, relative to the reference tokens, and the
+        rounding of its computation (:data:`ROUNDING_FLOOR` units)."""
+        df = (new["b_ref"] - old["b_ref"]) + (new["gap"] - old["gap"])
+        weight = torch.sigmoid(-self.y * old["f"])
+        terms = torch.log1p(weight * torch.expm1(-self.y * df))
+        floor = ROUNDING_FLOOR * weight * (old["spread"] + new["spread"])
+        return (terms * self.row_mask).sum(1), (floor * self.row_mask).sum(1)
+
+    def rejects(self, old: dict, new: dict) -> torch.Tensor:
+        """``(B,)`` bool: whether the step raises the loss beyond its rounding."""
+        change, floor = self.loss_change(old, new)
+        return change > floor
+
+
+def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a`` where the problem's ``cond`` (B,) holds, else ``b``."""
+    return torch.where(cond.view(-1, *([1] * (a.ndim - 1))), a, b)
+
+
+def _as_list(x, B: int, name: str) -> list:
+    if x is None:
+        return [None] * B
+    x = list(x)
+    if len(x) != B:
+        raise ValueError(f"{name} must have one entry per problem ({B}), got {len(x)}")
+    return x
+
+
+def batched_gradient_flow(
+    problems: Sequence[tuple],
+    *,
+    log_t_max: float = 40.0,
+    dtau: float = 0.02,
+    check_every: int = 25,
+    selected: Sequence[object] | None = None,
+    directions: Sequence[torch.Tensor | None] | None = None,
+    max_steps: int = 200_000,
+    grow_after: int = 50,
+    device: torch.device | str | None = None,
+    on_max_steps: str = "raise",
+    t0: Sequence[float | None] | None = None,
+    n_checkpoints: int | None = None,
+) -> list[FlowPath]:
+    """Integrate ``dp/dt = -grad L(p)`` for every ``(E, v, sequences, labels, p0)`` of
+    ``problems`` until ``t = e^{log_t_max}``; one :class:`FlowPath` per problem.
+
+    Euler steps of size ``h = dtau (t0 + t)`` (``t0``: :func:`default_t0`); a step that
+    raises the loss beyond its rounding is rejected and halves ``dtau``, which doubles
+    back after ``grow_after`` accepted steps. ``selected`` and ``directions`` (one per
+    problem) make the paths record the attention mass on the selected tokens and
+    ``cos(-grad L, q)``. Checkpoints every ``check_every`` iterations, or with
+    ``n_checkpoints`` at log-spaced times, and at the end. After ``max_steps``
+    iterations: ``RuntimeError``, or with ``on_max_steps="stop"`` the paths as they are.
+    """
+    if not (finite_number(dtau) and dtau > 0):
+        raise ValueError(f"dtau must be a positive finite number, got {dtau!r}")
+    if not finite_number(log_t_max):
+        raise ValueError(f"log_t_max must be a finite number, got {log_t_max!r}")
+    if not (isinstance(check_every, int) and check_every >= 1):
+        raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
+    if n_checkpoints is not None and not (
+        isinstance(n_checkpoints, int) and n_checkpoints >= 1
+    ):
+        raise ValueError(
+            f"n_checkpoints must be an integer >= 1, got {n_checkpoints!r}"
+        )
+    if on_max_steps not in ("raise", "stop"):
+        raise ValueError(
+            f"on_max_steps must be 'raise' or 'stop', got {on_max_steps!r}"
+        )
+    problems = list(problems)
+    if not problems:
+        raise ValueError("problems is empty")
+    B = len(problems)
+    selected = _as_list(selected, B, "selected")
+    directions = _as_list(directions, B, "directions")
+    t0s = _as_list(t0, B, "t0")
+    built, p0s = [], []
+    for i, item in enumerate(problems):
+        if len(item) != 5:
+            raise ValueError(f"problems[{i}] must be (E, v, sequences, labels, p0)")
+        E, v, seqs, labels, p0 = item
+        pr = FlowProblem(E, v, seqs, labels)
+        if not isinstance(p0, torch.Tensor) or p0.shape != (pr.dim,):
+            raise ValueError(f"problems[{i}]: p0 must be a ({pr.dim},) tensor")
+        if not bool(torch.isfinite(p0).all()):
+            raise ValueError(f"problems[{i}]: p0 has non-finite entries")
+        built.append(pr)
+        p0s.append(p0.detach().to(device=pr.device, dtype=F64))
+    device = torch.device(device) if device is not None else built[0].device
+    batch = FlowBatch(built, p0s, selected, directions, device)
+    t0s = [default_t0(pr, dtau) if t is None else t for pr, t in zip(built, t0s)]
+    if not all(finite_number(t) and t > 0 for t in t0s):
+        raise ValueError(f"t0 must be positive finite numbers, got {t0s}")
+    t0 = torch.tensor(t0s, dtype=F64, device=device)
+    t_end = float(np.exp(log_t_max))
+    if float(t0.max()) >= t_end:
+        raise ValueError(f"log_t_max={log_t_max} ends before the first step")
+    times = None  # with n_checkpoints: per problem, the times to record at or after
+    if n_checkpoints is not None:
+        log_t0 = np.log(t0.cpu().numpy())
+        times = [np.exp(np.linspace(lt, log_t_max, n_checkpoints)) for lt in log_t0]
+
+    c = torch.zeros(B, batch.k, dtype=F64, device=device)
+    t = torch.zeros(B, dtype=F64, device=device)
+    step = torch.full((B,), float(dtau), dtype=F64, device=device)
+    steps = torch.zeros(B, dtype=torch.int64, device=device)
+    rejected = torch.zeros_like(steps)
+    streak = torch.zeros_like(steps)
+    marks: list[tuple] = []
+
+    def record(st: dict) -> None:
+        g = st["g_tok"]
+        gn = st["grad"].norm(dim=1)
+        along = -(g * batch.Eq).sum(1) / torch.where(gn > 0, gn, 1.0)
+        mass = (st["pi"] * batch.sel).sum(2)
+        marks.append((t.clone(), c.clone(), st["loss"], mass, along))
+
+    st = batch.state(c)
+    record(st)
+    passed, last = [0] * B, 0  # times passed by each problem; last iteration recorded
+    for it in range(1, max_steps + 1):
+        active = t < t_end
+        h = torch.where(active, torch.minimum(step * (t0 + t), t_end - t), 0.0)
+        c_new = c - h[:, None] * st["grad"]
+        new = batch.state(c_new)
+        reject = active & batch.rejects(st, new)
+        accept = active & ~reject
+        if bool(accept.all()):  # every selection below would be the identity
+            streak, c, t, st = streak + 1, c_new, t + h, new
+            steps += 1
+        else:
+            step = torch.where(reject, 0.5 * step, step)
+            rejected += reject
+            streak = torch.where(accept, streak + 1, 0)
+            c = torch.where(accept[:, None], c_new, c)
+            t = torch.where(accept, t + h, t)
+            steps += accept
+            if bool(accept.any()):
+                st = {key: _where(accept, new[key], old) for key, old in st.items()}
+        grow = accept & (streak >= grow_after) & (step < dtau)
+        step = torch.where(grow, torch.clamp(2.0 * step, max=dtau), step)
+        streak = torch.where(grow, 0, streak)
+        if times is not None:  # the host follows t; a checkpoint when a time is passed
+            now = t.tolist()
+            done = not any(x < t_end for x in now)
+            now = [bisect.bisect_right(ts, x) for ts, x in zip(times, now)]
+            if now != passed or done:
+                record(st)
+                passed, last = now, it
+            if done:
+                break
+        elif it % check_every == 0:
+            record(st)
+            last = it
+            if not bool((t < t_end).any()):
+                break
+    else:
+        if on_max_steps == "raise":
+            raise RuntimeError(f"batched_gradient_flow: {max_steps} iterations reached")
+        if last != max_steps:
+            record(st)
+    return _paths(batch, p0s, marks, steps, rejected, step, selected, times)
+
+
+def _paths(batch, p0s, marks, steps, rejected, step, selected, times) -> list[FlowPath]:
+    ts, cs, losses, masses, alongs = (torch.stack(x).cpu().numpy() for x in zip(*marks))
+    out = []
+    for i, p0 in enumerate(p0s):
+        keep = np.r_[True, np.diff(ts[:, i]) > 0]  # drop checkpoints after the end
+        if times is not None:  # the first step at or after each time, and the end
+            kept = np.flatnonzero(keep)
+            first = np.searchsorted(ts[kept, i], times[i], side="left")
+            pick = np.unique(np.r_[0, first[first < kept.size], kept.size - 1])
+            keep = np.zeros_like(keep)
+            keep[kept[pick]] = True
+        Q = batch.Q[i].cpu().numpy()
+        k = Q.shape[1]
+        p = p0.cpu().numpy()[None, :] + cs[keep, i, :k] @ Q.T
+        n_i = int((batch.y[i] != 0).sum())
+        out.append(
+            FlowPath(
+                t=ts[keep, i],
+                p=p,
+                loss=losses[keep, i],
+                selected_mass=masses[keep, i, :n_i]
+                if selected[i] is not None
+                else np.zeros((0, n_i)),
+                steps=int(steps[i]),
+                rejected=int(rejected[i]),
+                final_dtau=float(step[i]),
+                grad_along=alongs[keep, i] if bool(batch.Eq[i].any()) else np.zeros(0),
+            )
+        )
+    return out
 
 
 def gradient_flow(
@@ -99,24 +451,8 @@ def gradient_flow(
     max_steps: int = 200_000,
     grow_after: int = 50,
 ) -> FlowPath:
-    """Integrate ``dp/dt = -grad L(p)`` from ``p(0) = p0`` until ``t = e^{log_t_max}``:
-    :func:`~attnbook.theory.flow_batch.batched_gradient_flow` of the one problem.
-
-    Euler steps in logarithmic time ``tau = log(1 + t/t0)``: step size ``h = dtau (t0
-    + t)``, halving ``dtau`` whenever a step would increase the loss and doubling it
-    again (up to its initial value) after ``grow_after`` accepted steps in a row.
-    ``t0`` defaults to a value that makes the first step safe for the smoothness of
-    ``L``. Checkpoints are recorded at ``t = 0``, at the first step at or after each of
-    ``n_checkpoints`` times log-spaced between ``t0`` and ``e^{log_t_max}``, and at the
-    end. ``selected`` (one token id or a collection per sequence), when given, makes
-    the path record the attention mass on those tokens; ``direction``, when given,
-    records ``-grad L . direction / (||grad L|| ||direction||)`` at every checkpoint
-    (the alignment of the flow's velocity with that direction). After ``max_steps``
-    steps (accepted and rejected) it raises a ``RuntimeError``. Deterministic; runs on
-    ``E``'s device in float64.
-    """
-    if not isinstance(p0, torch.Tensor):
-        raise ValueError(f"p0 must be a torch tensor, got {type(p0).__name__}")
+    """:func:`batched_gradient_flow` of one problem, with ``n_checkpoints`` log-spaced
+    checkpoints."""
     (path,) = batched_gradient_flow(
         [(E, v, sequences, labels, p0)],
         log_t_max=log_t_max,

@@ -1,20 +1,22 @@
-"""What a flow path says: attention on a selection, the selection a limit makes, the
-value gap, statistics against the max-margin direction, and the setting of the theorem
-(one step from a seeded initialization).
-
-Layer: theory; builds on :mod:`attnbook.theory.flow_problem`.
-"""
+"""What a flow path says (attention on a selection, the selection a limit makes, the
+value gap, statistics against the max-margin direction) and the setting of the theorem:
+one step from a seeded initialization, then the flow."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import torch
 
 from attnbook.engine.counts import as_token_counts
 from attnbook.models.parameters import init_parameters
-from attnbook.theory.flow_problem import FlowPath, FlowProblem, finite_number
+from attnbook.theory.flow import (
+    FlowPath,
+    FlowProblem,
+    batched_gradient_flow,
+    finite_number,
+)
 from attnbook.theory.one_step import one_gradient_step
 from attnbook.theory.selections import selection_gaps, selection_sets
 from attnbook.validation import as_signed_labels
@@ -26,6 +28,7 @@ __all__ = [
     "OneStepSetting",
     "one_step_setting",
     "one_step_problem",
+    "one_step_flows",
     "value_gap",
     "path_summary",
     "pair_derivatives",
@@ -50,11 +53,8 @@ def selected_mass(
 def unselected_mass(
     E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object
 ) -> np.ndarray:
-    """Per sequence, the attention mass on the tokens *not* in ``selected[i]``.
-
-    Summed from the small terms themselves, so it keeps full relative precision when it
-    is of order ``1e-30`` (``1 - selected_mass`` would round to zero).
-    """
+    """Per sequence, the attention mass on the tokens *not* in ``selected[i]``, summed
+    from the small terms (exact at ``1e-30``, where ``1 - selected_mass`` is zero)."""
     problem = _attention_problem(E, sequences)
     return problem.per_sequence(
         problem.attention(p) * ~problem.selection_mask(selected)
@@ -64,12 +64,8 @@ def unselected_mass(
 def limit_selection(
     E: torch.Tensor, p: torch.Tensor, sequences: object, threshold: float = 1e-6
 ) -> list[np.ndarray]:
-    """Per sequence, the tokens whose attention mass at ``p`` is at least ``threshold``.
-
-    At the end of a long flow, tokens that the limit selects keep an attention of order
-    one while the others have ``exp(-margin)``, so any threshold between the two reads
-    off the selection.
-    """
+    """Per sequence, the tokens whose attention mass at ``p`` is at least
+    ``threshold`` (at the end of a long flow: the tokens the limit selects)."""
     problem = _attention_problem(E, sequences)
     pi = problem.attention(p).cpu().numpy()
     indptr = problem.counts.indptr.cpu().numpy()
@@ -97,18 +93,10 @@ def one_step_setting(
     cls_scale: float = 1.0,
     device: torch.device | str | None = None,
 ) -> OneStepSetting:
-    """The setting of the implicit-bias theorem for one random seed.
-
-    Draws, from a generator seeded with ``seed``, ``E0`` with i.i.d. ``N(0,
-    embed_scale^2 / dim)`` entries and ``p0``, ``v`` with i.i.d. ``N(0, cls_scale^2 /
-    dim)`` and ``N(0, 1 / dim)`` entries (:func:`attnbook.models.parameters.
-    init_parameters`, float64; the draws are made at unit scale and multiplied, so one
-    seed gives the same directions at every scale, and a scale of zero gives a zero
-    tensor), and takes one full-batch gradient step of size ``eta`` on ``E`` alone
-    (:func:`attnbook.theory.one_step.one_gradient_step`) on ``data`` (anything with
-    ``.counts`` and ``.labels``). ``p0`` is used both in the step and as the starting
-    point of the flow.
-    """
+    """The setting of the implicit-bias theorem for one seed: ``E0 ~ N(0, embed_scale^2
+    / dim)``, ``p0 ~ N(0, cls_scale^2 / dim)``, ``v ~ N(0, 1 / dim)`` (drawn at unit
+    scale and multiplied: one seed, the same directions at every scale), then one
+    gradient step of size ``eta`` on ``E`` alone on ``data``."""
     for name, value in (("embed_scale", embed_scale), ("cls_scale", cls_scale)):
         if not (finite_number(value) and value >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -154,13 +142,8 @@ def value_gap(
     labels: object,
     selected: object,
 ) -> np.ndarray:
-    """Per sequence, ``min_{a in S_i} y_i b_a - max_{s not in S_i} y_i b_s`` with ``b =
-    E v``.
-
-    Positive in every sequence means the selected tokens are the loss-optimal ones:
-    putting attention anywhere else raises the sequence's loss. It is the hypothesis
-    under which the flow's selection is ``selected``.
-    """
+    """Per sequence, ``min_{a in S_i} y_i b_a - max_{s not in S_i} y_i b_s`` (``b = E
+    v``): positive everywhere when the selected tokens are the loss-optimal ones."""
     counts = as_token_counts(sequences, E.shape[0])
     y = as_signed_labels(labels, counts.n_sequences).numpy()
     sets = selection_sets(selected, counts.n_sequences)
@@ -171,28 +154,12 @@ def value_gap(
 def path_summary(
     path: FlowPath, p_mm: torch.Tensor | np.ndarray, late_from: float
 ) -> dict[str, float]:
-    """Statistics of a flow path against the max-margin direction ``p_mm``.
-
-    ``late_from`` is the ``log t`` where the late phase starts; the late checkpoints are
-    those with ``log t >= late_from``. Returns
-
-    - ``cos_end``: ``cos(p(t_end), p_mm)``;
-    - ``max_rel_increase``: the largest relative increase of ``1 - cos`` between
-      consecutive late checkpoints (``<= 0`` when ``1 - cos`` decreases all through the
-      late phase);
-    - ``slope_ratio``: the least-squares slope of ``||p(t)||`` against ``log t`` over
-      the late phase, divided by ``||p_mm||`` (the argument predicts one);
-    - ``angle_exponent``: ``k`` in the late-phase fit ``1 - cos ~ C (log t)^{-k}``;
-    - ``min_mass``: the smallest attention mass on the selected tokens at the end
-      (``nan`` when the path recorded no selection);
-    - ``min_grad_along``: the smallest ``cos(-grad L, p_mm)`` recorded (``nan`` if
-      none).
-    """
-    q = (
-        p_mm.detach().cpu().double().numpy()
-        if isinstance(p_mm, torch.Tensor)
-        else np.asarray(p_mm, float)
-    )
+    """Statistics of a flow path against the max-margin direction ``p_mm`` over its
+    late checkpoints (``log t >= late_from``): ``cos_end``, ``max_rel_increase`` of
+    ``1 - cos``, ``slope_ratio`` (slope of ``||p||`` in ``log t`` over ``||p_mm||``),
+    ``angle_exponent`` (``1 - cos ~ (log t)^-k``), ``min_mass``, ``min_grad_along``."""
+    q = p_mm.detach().cpu().double() if isinstance(p_mm, torch.Tensor) else p_mm
+    q = np.asarray(q, dtype=float)
     cos = path.cosines(q)
     with np.errstate(divide="ignore"):
         log_t = np.log(path.t)
@@ -219,18 +186,9 @@ def path_summary(
 def pair_derivatives(
     scores: object, values: object, counts: object, label: int, a: int, a2: int
 ) -> dict[str, float]:
-    """The derivative of ``y f`` along the score move that raises ``a_a`` and lowers
-    ``a_a2`` by the same amount, for one sequence, three ways.
-
-    The sequence is given by its distinct tokens' ``scores`` (``p . E_s``), ``values``
-    (``v . E_s``) and ``counts``; ``a`` and ``a2`` index two of them. Returns
-
-    - ``autograd``: by automatic differentiation of ``f(scores)``;
-    - ``general``: the closed form ``y [pi_a (b_a - f) - pi_a2 (b_a2 - f)]``;
-    - ``two_token``: ``2 y pi_a pi_a2 (b_a - b_a2)``, the same when ``pi_a + pi_a2 =
-      1``;
-    - ``other_mass``: ``1 - pi_a - pi_a2``.
-    """
+    """The derivative of ``y f`` for one sequence (distinct tokens' ``scores``,
+    ``values``, ``counts``) along the move raising ``a_a`` and lowering ``a_a2``:
+    ``autograd``, ``general`` closed form, ``two_token`` form, and ``other_mass``."""
     s = torch.as_tensor(np.asarray(scores, dtype=np.float64)).requires_grad_(True)
     b = torch.as_tensor(np.asarray(values, dtype=np.float64))
     n = torch.as_tensor(np.asarray(counts, dtype=np.float64))
@@ -250,3 +208,30 @@ def pair_derivatives(
         "two_token": float(2 * label * pi[a] * pi[a2] * (b[a] - b[a2])),
         "other_mass": float(1 - pi[a] - pi[a2]),
     }
+
+
+def one_step_flows(
+    instances: Sequence[object],
+    dim: int,
+    eta: float,
+    *,
+    seed0: int,
+    log_t_max: float,
+    selected: Sequence[object] | None = None,
+    directions: Sequence[torch.Tensor | None] | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], list[FlowPath]]:
+    """For every data set of ``instances``, :func:`one_step_problem` drawn with seed
+    ``seed0 + i``, and the flows of all of them as one batch."""
+    settings = [
+        one_step_problem(inst, dim, eta, seed=seed0 + i, device=device)
+        for i, inst in enumerate(instances)
+    ]
+    problems = [
+        (E1, v, inst.counts, inst.labels, p0)
+        for (E1, v, p0), inst in zip(settings, instances)
+    ]
+    paths = batched_gradient_flow(
+        problems, log_t_max=log_t_max, selected=selected, directions=directions
+    )
+    return settings, paths

@@ -13,13 +13,7 @@ __all__ = ["average_signed_frequency"]
 def average_signed_frequency(
     sequences: object, labels: object, vocab_size: int
 ) -> torch.Tensor:
-    """The average signed frequency of every token, a ``(V,)`` float64 tensor:
-
-        alpha_s = (1/n) sum_i y_i n_s(X_i) / T_i
-
-    ``sequences`` is a list of token-id sequences or a :class:`TokenCounts`; ``labels``
-    are +-1.
-    """
+    """``(V,)`` float64: ``alpha_s = (1/n) sum_i y_i n_s(X_i) / T_i`` (labels +-1)."""
     counts: TokenCounts = as_token_counts(sequences, vocab_size).to("cpu")
     y = as_signed_labels(labels, counts.n_sequences)
     rows = counts.row_ids

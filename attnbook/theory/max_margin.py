@@ -1,27 +1,8 @@
-"""The max-margin token-selection problem and its solution.
-
-Given frozen embeddings ``E`` and, for every sequence ``X_i``, a set ``S_i`` of
-*selected* tokens of ``X_i``, the max-margin problem is the hard-margin SVM
-
-    p_mm = argmin ||p||^2 / 2   s.t.   p . (E_a - E_s) >= 1   for every i, a in S_i, s
-    in X_i \\ S_i.
-
-Each constraint says that the ``<cls>`` score of a selected token beats the score of a
-non-selected token of the same sequence by a margin of one. With one selected token per
-sequence this is the problem of the implicit-bias theorem. The problem is a convex
-quadratic program; it is solved here with cvxpy and the Clarabel interior-point solver
-(Diamond and Boyd, 2016). The solver sees the constraints with unit rows and an answer
-of unit scale, so that neither the scale of ``E`` nor near-tied embeddings (short rows
-of ``D``) matter; its answer is then refined exactly on its active set, and a selection
-is called infeasible only with a Farkas certificate. Its dual variables ``lambda >= 0``
-satisfy the KKT conditions
-
-- primal feasibility: ``D p >= 1`` (``D`` stacks the differences ``E_a - E_s`` as rows);
-- dual feasibility: ``lambda >= 0``;
-- complementary slackness: ``lambda_k (D_k . p - 1) = 0``;
-- stationarity: ``p = D^T lambda = sum_k lambda_k (E_a - E_s)``;
-
-which :func:`kkt_residuals` measures."""
+"""The max-margin token-selection problem ``p_mm = argmin ||p||^2 / 2`` s.t. ``p .
+(E_a - E_s) >= 1`` for every sequence, selected ``a`` and other ``s``: solved with
+cvxpy and Clarabel on unit-row constraints, refined on its active set, called
+infeasible only with a Farkas certificate; :func:`kkt_residuals` checks the KKT
+conditions."""
 
 from __future__ import annotations
 
@@ -43,19 +24,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class MaxMarginSolution:
-    """The solution of the max-margin problem and what is needed to check it.
-
-    Attributes ---------- p:
-        ``(d,)`` float64 numpy array, the minimiser ``p_mm``.
-    dual:
-        ``(m,)`` the multipliers ``lambda`` of the ``m`` distinct constraints.
-    differences:
-        ``(m, d)`` the constraint rows ``E_a - E_s``.
-    winners, losers, rows:
-        for each constraint, the selected token, the non-selected token and a sequence
-        where they meet.
-    status:
-        the solver's status string."""
+    """``p_mm`` (float64 numpy), the multipliers ``dual`` of the distinct constraints,
+    their rows ``E_a - E_s`` (``differences``), tokens and sequences, the solver
+    status."""
 
     p: np.ndarray
     dual: np.ndarray
@@ -67,34 +38,21 @@ class MaxMarginSolution:
 
     @property
     def margins(self) -> np.ndarray:
-        """``D p``: the score gap of every constraint (all >= 1 up to solver
-        tolerance)."""
+        """``D p``: the score gap of every constraint."""
         return self.differences @ self.p
 
     @property
     def support(self) -> np.ndarray:
-        """Boolean mask of the constraints with a positive multiplier (support
-        vectors)."""
+        """The constraints with a positive multiplier (support vectors)."""
         return self.dual > 1e-6 * max(float(self.dual.max()), 1e-300)
 
 
 def max_margin_solution(
     E: torch.Tensor | np.ndarray, sequences: object, selected: object
 ) -> MaxMarginSolution:
-    """Solve the max-margin problem with cvxpy + Clarabel and return primal and dual
-    solution.
-
-    ``sequences`` is a list of token-id sequences or a :class:`TokenCounts`;
-    ``selected[i]`` is a token id or a collection of token ids of sequence ``i`` (each
-    of them must beat every other token of the sequence). Raises ``ValueError`` when the
-    selection cannot be separated by any ``p`` (the problem is infeasible) or when the
-    input is malformed.
-
-    The answer does not depend on the scale of ``E``: the solver sees the constraints
-    with unit rows (:func:`_normalised`), the solution is refined on its active set
-    (:func:`_refine`) and mapped back, so ``E -> c E`` gives ``p -> p / c`` for any ``c
-    > 0``. A problem is called infeasible only with a certificate
-    (:func:`_infeasibility_certificate`)."""
+    """Solve the max-margin problem for ``selected`` (a token id or a collection per
+    sequence). Invariant to the scale of ``E`` (``E -> c E`` gives ``p -> p / c``);
+    ``ValueError`` when the selection is infeasible or the input malformed."""
     import cvxpy as cp
 
     E_np = (
@@ -163,13 +121,9 @@ def max_margin_solution(
 
 
 def _normalised(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """The constraints ``D p >= 1`` in scale-free form ``U q >= c``.
-
-    ``U = D / r`` has unit rows (``r`` the row norms), ``q = p * unit`` with ``unit =
-    min r``, and ``c = unit / r`` lies in ``(0, 1]``. Scaling ``E`` (hence ``D``) by any
-    factor leaves ``U`` and ``c`` unchanged, and rows of very different lengths
-    (near-tied embeddings give short ones) no longer make the solver's problem badly
-    scaled. Returns ``(U, r, c, unit)``."""
+    """``D p >= 1`` as ``U q >= c``: ``U = D / r`` with unit rows, ``q = p * unit``
+    (``unit = min r``), ``c = unit / r``; invariant to the scale of ``E`` and well
+    scaled with near-tied embeddings. Returns ``(U, r, c, unit)``."""
     big = np.abs(D).max()
     norms = (
         np.linalg.norm(D / big, axis=1) * big
@@ -187,20 +141,10 @@ def _refine(
     dual: np.ndarray,
     max_steps: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Refine an interior-point solution by an active-set method.
-
-    Interior-point solvers stop at a duality gap of about ``1e-8``; on degenerate
-    problems (an active constraint with a zero multiplier) or on badly scaled ones
-    (near-tied embeddings) that leaves ``p`` accurate to only ``~1e-4``. Starting from
-    the constraints the solver left active (margins within ``1e-5`` of one), the KKT
-    system of an active set ``A`` is solved exactly: ``p`` is the least-norm solution of
-    ``D_A p = 1`` (solved with the unit rows, ``U_A p = 1 / r_A``, so that short rows do
-    not spoil it) and ``lambda_A`` the coefficients of ``p = D_A^T lambda_A``. A
-    constraint with a negative multiplier leaves ``A``; the most violated constraint
-    joins it. The refined pair is returned once it satisfies all four KKT conditions
-    (primal feasibility within ``1e-9`` relative to the size of the terms of
-    ``D_k . p``, multipliers ``>= -1e-9`` relative to the largest), else the solver's
-    answer."""
+    """The interior-point solution (accurate to ``~1e-4`` on degenerate or badly scaled
+    problems) refined by an active-set method: the KKT system of the constraints the
+    solver left active is solved exactly, constraints join or leave the set, and the
+    refined pair is returned if it meets the four KKT conditions, else the solver's."""
 
     def margin_tolerance(q: np.ndarray) -> np.ndarray:
         # D_k . q is a sum of d products: its rounding error is below d eps sum_j |D_kj
@@ -236,17 +180,9 @@ def _refine(
 
 
 def _infeasibility_certificate(U: np.ndarray) -> np.ndarray | None:
-    """Weights ``z >= 0`` summing to one with ``U^T z = 0``, or ``None`` when none is
-    found.
-
-    By Farkas' lemma ``D p >= 1`` has no solution exactly when the origin lies in the
-    convex hull of the rows of ``D``, or of its unit rows ``U`` (the same cone; a short
-    row counts as much as a long one). A vertex of ``{z >= 0, sum z = 1, U^T z = 0}`` is
-    found by linear programming (HiGHS), then solved for exactly on its support (at most
-    ``d + 1`` rows). It is accepted when ``|U^T z| <= 1e-10``: the rows have unit
-    length, so this is an angle, and a selection separable only with an angular margin
-    below ``1e-10`` rad cannot be told from an inseparable one once the embeddings are
-    rounded to float64."""
+    """Farkas weights ``z >= 0``, ``sum z = 1``, ``U^T z = 0`` (the origin in the convex
+    hull of the unit rows: ``D p >= 1`` has no solution), found by linear programming
+    and accepted when ``|U^T z| <= 1e-10`` rad; ``None`` when none is found."""
     from scipy.optimize import linprog
 
     m, d = U.shape
@@ -272,12 +208,8 @@ def _infeasibility_certificate(U: np.ndarray) -> np.ndarray | None:
 def max_margin_direction(
     E: torch.Tensor, sequences: object, selected: object
 ) -> torch.Tensor:
-    """``p_mm`` of the max-margin problem (see the module docstring), as a ``(d,)``
-    tensor.
-
-    The result has ``E``'s dtype and device. ``selected[i]`` is the token id, or a
-    collection of token ids, that sequence ``i`` must select. Raises ``ValueError`` when
-    no ``p`` separates the selection."""
+    """``p_mm`` as a ``(d,)`` tensor of ``E``'s dtype and device; ``ValueError`` when no
+    ``p`` separates the selection."""
     sol = max_margin_solution(E, sequences, selected)
     if isinstance(E, torch.Tensor):
         return torch.as_tensor(sol.p, dtype=E.dtype, device=E.device)
@@ -285,12 +217,8 @@ def max_margin_direction(
 
 
 def kkt_residuals(solution: MaxMarginSolution) -> dict[str, float]:
-    """The four KKT residuals of a max-margin solution, relative to ``||p||``:
-
-    ``primal`` = max(0, max_k (1 - D_k.p)); ``dual`` = max(0, -min lambda) (zero by
-    construction after clipping; the raw solver values are clipped at tolerance level);
-    ``complementary`` = max_k |lambda_k (D_k.p - 1)|; ``stationarity`` = ||p - D^T
-    lambda|| / ||p||."""
+    """The KKT residuals of a solution, relative to ``||p||``: ``primal``, ``dual``,
+    ``complementary`` (``max |lambda_k (D_k.p - 1)|``) and ``stationarity``."""
     margins = solution.margins
     scale = max(float(np.linalg.norm(solution.p)), 1e-300)
     return {

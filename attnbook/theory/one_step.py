@@ -1,21 +1,9 @@
 """One gradient step on the embeddings, exact, for the binary and the K-class model.
 
-Binary model (logistic loss). By the rank-two structure of the gradient, one full-batch
-step of size ``eta`` on ``E`` moves every row along ``v`` and ``p`` only:
-
-    E_s^1 = E_s^0 + eta * (c_v[s] v + c_p[s] p),
-    c_v[s] = (1/n) sum_i y_i sigmoid(-y_i f_i) pi_is,
-    c_p[s] = (1/n) sum_i y_i sigmoid(-y_i f_i) pi_is (b_s - f_i),
-
-with ``pi_is`` the attention mass on token ``s`` in sequence ``i`` and ``b_s = E_s .
-v``, all at initialization (:func:`one_step_coefficients`, exact). The chapter on the
-one step expands the coefficients at a small initialization.
-
-K-class model (cross-entropy, head ``W = [v_1, ..., v_K]``): one step gives ``E_s^1 .
-v_k ~ E_s^0 . v_k + eta sum_j gamma_sj v_j . v_k`` with the per-class signed frequency
-``gamma_sk = (1/n) sum_i (n_s(X_i) / T_i) (1{y_i = k} - 1/K)``
-(:func:`class_signed_frequency`, :func:`predicted_class_alignment`).
-"""
+Binary model: the step moves every row along ``v`` and ``p`` only, ``E_s^1 = E_s^0 +
+eta (c_v[s] v + c_p[s] p)`` (:func:`one_step_coefficients`); K-class model: the
+per-class signed frequency ``gamma`` predicts ``E_s^1 . v_k`` (chapter 2 derives
+both)."""
 
 from __future__ import annotations
 
@@ -67,8 +55,7 @@ def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor
 def _binary_data(
     E: torch.Tensor, counts: object, labels: object
 ) -> tuple[TokenCounts, torch.Tensor]:
-    """The counts (on ``E``'s device) and the -1/+1 labels (``E``'s dtype), checked
-    against a checked ``E``."""
+    """The counts (on ``E``'s device) and the -1/+1 labels in ``E``'s dtype."""
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
     return counts, y
@@ -77,13 +64,8 @@ def _binary_data(
 def one_step_coefficients(
     E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: object, labels: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The exact coefficients ``(c_v, c_p)``, each ``(V,)``, of ``-grad_E L = c_v v^T +
-    c_p p^T``.
-
-    ``L`` is the logistic loss of the binary model on ``counts`` (a :class:`TokenCounts`
-    or a list of sequences) with +-1 ``labels``; everything is evaluated at ``(E, p,
-    v)``.
-    """
+    """The exact ``(c_v, c_p)``, each ``(V,)``, of ``-grad_E L = c_v v^T + c_p p^T`` for
+    the logistic loss of the binary model at ``(E, p, v)``."""
     check_parameters(E, p, v)
     E, p, v = E.detach(), p.detach(), v.detach()
     return _coefficients(E, p, v, *_binary_data(E, counts, labels))
@@ -96,7 +78,7 @@ def _coefficients(
     counts: TokenCounts,
     y: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`one_step_coefficients` of checked arguments (detached)."""
+    """:func:`one_step_coefficients` of checked, detached arguments."""
     terms = row_terms(
         E, p, v[:, None], counts, check_input=False
     )  # relative to each row's top
@@ -120,14 +102,9 @@ def one_gradient_step(
     *,
     method: str = "closed_form",
 ) -> torch.Tensor:
-    """``E - eta * grad_E L`` for the binary model: one full-batch gradient step on
-    ``E`` only.
-
-    ``params`` holds ``E`` ``(V, d)``, ``p`` and ``v`` ``(d,)`` (float32 or float64, any
-    device); they are not modified. ``method`` is ``"closed_form"`` (the rank-two
-    formula of :func:`one_step_coefficients`) or ``"autograd"``. Returns a new detached
-    ``(V, d)`` tensor.
-    """
+    """``E - eta grad_E L`` for the binary model (one full-batch step on ``E`` only), by
+    the rank-two formula (``method="closed_form"``) or ``"autograd"``; a new ``(V,
+    d)``."""
     eta = check_positive_real(eta, "step size eta")
     E, p, v = _params(params, "v")
     if method not in ("closed_form", "autograd"):
@@ -146,9 +123,8 @@ def one_gradient_step(
 def one_gradient_step_multiclass(
     params: Mapping[str, torch.Tensor], counts: object, labels: object, eta: float
 ) -> torch.Tensor:
-    """``E - eta * grad_E L`` for the K-class model with head ``params["W"]`` ``(d, K)``
-    and the cross-entropy loss on class ids ``labels`` in ``{0, ..., K-1}``. Returns a
-    new ``(V, d)``."""
+    """``E - eta grad_E L`` for the K-class model (head ``params["W"]`` ``(d, K)``,
+    cross-entropy on class ids); a new ``(V, d)``."""
     eta = check_positive_real(eta, "step size eta")
     E, p, W = _params(params, "W")
     check_head_matrix(W, E)
@@ -184,11 +160,8 @@ def class_signed_frequency(
 def predicted_class_alignment(
     gamma: torch.Tensor, W: torch.Tensor, eta: float, *, cross_terms: bool = True
 ) -> torch.Tensor:
-    """Prediction of ``E_s . v_k`` after one step, ``(V, K)``.
-
-    With ``cross_terms`` it is ``eta * gamma @ (W^T W)``; without, ``eta gamma_sk
-    ||v_k||^2``.
-    """
+    """The prediction ``(V, K)`` of ``E_s . v_k`` after one step: ``eta gamma W^T W``,
+    or without ``cross_terms`` ``eta gamma_sk ||v_k||^2``."""
     eta = check_positive_real(eta, "step size eta")
     gamma, W = _as_tensor(gamma, "gamma"), _as_tensor(W, "W")
     if gamma.ndim != 2 or W.ndim != 2 or gamma.shape[1] != W.shape[1]:
@@ -201,8 +174,7 @@ def predicted_class_alignment(
 
 
 def _as_tensor(x: object, name: str) -> torch.Tensor:
-    """``x`` as a dense, non-empty, finite float32/float64 tensor (integers and
-    non-tensors become float64)."""
+    """``x`` as a dense, non-empty, finite float32/float64 tensor."""
     if isinstance(x, torch.Tensor):
         t = x.detach()
         if t.layout != torch.strided:

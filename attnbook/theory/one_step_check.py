@@ -1,10 +1,8 @@
-"""The initialization of the one-step lemma (a small ``E``, ``p`` and a head at unit
-scale) and the statistics that compare a step with the lemma: the Pearson correlation
-and its value predicted by the lemma's noise model."""
+"""The initialization of the one-step lemma and the statistics that compare a step
+with it: the Pearson correlation and the value the lemma's noise model predicts."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -14,31 +12,10 @@ from attnbook.models.parameters import init_parameters
 from attnbook.validation import check_count, check_finite_real
 
 __all__ = [
-    "one_step_layout",
     "init_one_step",
     "predicted_pearson",
     "pearson",
 ]
-
-
-def one_step_layout(
-    vocab_size: int,
-    dim: int,
-    scale: float,
-    *,
-    head_scale: float = 1.0,
-    n_classes: int | None = None,
-) -> dict[str, tuple[tuple[int, ...], float]]:
-    """The layout of the one-step lemma: ``E`` with std ``scale / sqrt(d)`` (the small
-    initialization), ``p`` with std ``1 / sqrt(d)``, and the head with std ``head_scale
-    / sqrt(d)``: ``v`` of shape ``(d,)``, or ``W`` of shape ``(d, K)`` for ``n_classes =
-    K``."""
-    head = ("v", (dim,)) if n_classes is None else ("W", (dim, int(n_classes)))
-    return {
-        "E": ((vocab_size, dim), scale / dim**0.5),
-        "p": ((dim,), 1.0 / dim**0.5),
-        head[0]: (head[1], head_scale / dim**0.5),
-    }
 
 
 def init_one_step(
@@ -53,14 +30,10 @@ def init_one_step(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The initialization of the one-step lemma, drawn by
-    :func:`attnbook.models.parameters.init_parameters` with :func:`one_step_layout`.
-
-    ``E`` has i.i.d. ``N(0, init_scale^2 / d)`` entries, ``p`` i.i.d. ``N(0, cls_scale^2
-    / d)`` (drawn at unit scale and multiplied by ``cls_scale``, so that ``E`` and the
-    head do not depend on it; exactly zero when ``cls_scale == 0``), and the head i.i.d.
-    ``N(0, head_scale^2 / d)``. The tensors are plain (no gradient required).
-    """
+    """The lemma's initialization, without gradients: ``E`` with std ``init_scale /
+    sqrt(d)``, ``p`` with ``cls_scale / sqrt(d)`` (drawn at unit scale, then
+    multiplied), the head ``v`` (d,), or ``W`` (d, K) for ``n_classes = K``, with
+    ``head_scale / sqrt(d)``."""
     scales = dict(init_scale=init_scale, head_scale=head_scale, cls_scale=cls_scale)
     for name, value in scales.items():
         check_finite_real(value, name)
@@ -70,9 +43,15 @@ def init_one_step(
         )
     if n_classes is not None:
         n_classes = check_count(n_classes, "n_classes", minimum=2)
-    layout = functools.partial(
-        one_step_layout, head_scale=head_scale, n_classes=n_classes
-    )
+    head = ("v", (dim,)) if n_classes is None else ("W", (dim, int(n_classes)))
+
+    def layout(vocab_size: int, dim: int, scale: float) -> dict:
+        return {
+            "E": ((vocab_size, dim), scale / dim**0.5),
+            "p": ((dim,), 1.0 / dim**0.5),
+            head[0]: (head[1], head_scale / dim**0.5),
+        }
+
     out = init_parameters(
         vocab_size,
         dim,
@@ -90,9 +69,8 @@ def init_one_step(
 def predicted_pearson(
     prediction: object, init_scale: float, head_norm_sq: float, dim: int
 ) -> float:
-    """Pearson correlation between ``E^1 . v`` and ``prediction`` expected from the
-    lemma when the only noise is the initial score ``E^0_s . v ~ N(0, init_scale^2
-    ||v||^2 / d)``, independent across tokens: ``sd(pred) / sqrt(sd(pred)^2 +
+    """The Pearson correlation of ``E^1 . v`` with ``prediction`` when the only noise is
+    ``E^0_s . v ~ N(0, init_scale^2 ||v||^2 / d)``: ``sd(pred) / sqrt(sd(pred)^2 +
     init_scale^2 ||v||^2 / d)``."""
     pred = np.asarray(prediction, dtype=np.float64).ravel()
     dim = check_count(dim, "dim")
@@ -111,7 +89,7 @@ def predicted_pearson(
 
 
 def pearson(x: object, y: object) -> float:
-    """Pearson correlation of two equal-length 1-D arrays (flattened)."""
+    """Pearson correlation of two equal-length arrays (flattened)."""
     a = np.asarray(x, dtype=np.float64).ravel()
     b = np.asarray(y, dtype=np.float64).ravel()
     if a.shape != b.shape or a.size < 2:

@@ -1,24 +1,8 @@
-"""Where the flow on ``p`` selects the important tokens: a map over the ratio of the
-step's moved part to the random part of the embeddings (:func:`selection_map`, at one
-step size) or over the value the step gives the relevant tokens and that ratio
-(:func:`value_map`), the dimension and the start ``p(0)``; the boundary between the
-outcomes (:func:`boundary_brackets`, :func:`fit_ratio_constant`,
-:func:`governing_quantity`).
-
-After one step of size ``eta`` from ``E0`` with i.i.d. ``N(0, sigma^2 / d)`` entries, a
-relevant embedding is ``E1_s = E0_s + (eta / 2) alpha_s v + ...``: a *moved part* of
-norm about ``(eta / 2) |alpha_s| ||v||`` shared by all relevant tokens of a class, and a
-*random part* of norm about ``sigma``. Their ratio
-
-    r = ||E1_s - E0_s|| / ||E0_s||   (median over the relevant tokens)
-
-is the parameter of :func:`selection_map`; the small initialization of the one-step
-lemma (``sigma -> 0`` at fixed ``eta``) is ``r -> infinity``. The same step gives a
-relevant token the value ``B = (eta / 2) |alpha_s| ||v||^2``; whether the flow selects
-depends on both ``B`` and ``r`` (:func:`value_map`). Every run is one
-:func:`attnbook.theory.flow_batch.batched_gradient_flow` problem; the runs of a map are
-one batch (of :func:`value_map`: one batch per ratio).
-"""
+"""Where the flow on ``p`` selects the important tokens after one step: maps over the
+ratio ``r`` of the step's moved part to the random part of the relevant embeddings
+(:func:`selection_map`) or over the value ``B`` the step gives them and ``r``
+(:func:`value_map`), the dimension and ``p(0)``, and the boundary between the outcomes
+(:func:`boundary_brackets`, :func:`fit_ratio_constant`, :func:`governing_quantity`)."""
 
 from __future__ import annotations
 
@@ -28,8 +12,8 @@ import numpy as np
 import torch
 
 from attnbook.data.selection import SelectionData
+from attnbook.theory.flow import batched_gradient_flow
 from attnbook.theory.flow_analysis import one_step_setting, value_gap
-from attnbook.theory.flow_batch import batched_gradient_flow
 from attnbook.theory.frequency import average_signed_frequency
 
 __all__ = [
@@ -61,8 +45,8 @@ OUTCOMES = {
 
 
 def classify_outcome(important_mass: np.ndarray, labels: np.ndarray) -> str:
-    """The outcome of :data:`OUTCOMES` from the attention mass on the important token
-    of every sequence at the end of a run and the sequences' labels (+-1)."""
+    """The outcome of :data:`OUTCOMES` from the attention mass on the important token of
+    every sequence at the end of a run and the sequences' +-1 labels."""
     mass = np.asarray(important_mass, dtype=np.float64)
     if mass.ndim != 1 or mass.size == 0 or not np.isfinite(mass).all():
         raise ValueError("important_mass must be a non-empty finite 1-D array")
@@ -102,21 +86,9 @@ def selection_map(
     check_every: int = 25,
 ):
     """Integrate the flow for every (instance, ``embed_scale``, ``dim``, ``cls_scale``)
-    and classify its end; one pandas DataFrame row per run (``log_t_max`` and ``dtau``
-    as in :func:`~attnbook.theory.flow_batch.batched_gradient_flow`).
-
-    Instance ``j`` (data satisfying Assumption 1, with ``.important``) is paired with
-    the initialization seed ``seed_offset + j`` at every scale and dimension, so that
-    along a row of the map only the scale changes (the draws are made at unit scale,
-    see :func:`attnbook.theory.flow_analysis.one_step_setting`). Columns: ``seed``,
-    ``embed_scale``, ``ratio`` (:func:`step_ratio` over the relevant tokens), ``dim``,
-    ``cls_scale``, ``p0_norm``, ``p0_dot_v``, ``min_value_gap``, ``outcome``
-    (:func:`classify_outcome`), ``fraction_lost`` (sequences below half),
-    ``class_lost`` (the larger of the two classes' fractions of sequences below half),
-    ``lost_sign`` (the label of the lost sequences: +1, -1, or 0 when none or both are
-    lost),
-    ``end_dot_v`` (``p(t_end) . v``), ``min_mass`` and ``end_norm``.
-    """
+    and classify its end; one DataFrame row per run (columns: see :func:`_run_map`).
+    Instance ``j`` is paired with the initialization seed ``seed_offset + j`` at every
+    setting, so that along a row of the map only the scale changes."""
     settings = [
         {
             "eta": float(eta),
@@ -147,9 +119,8 @@ def _outcome_at(path, labels: np.ndarray, log_t: float) -> str:
 
 
 def decided_outcome(path, labels: np.ndarray, log_t_end: float, settle: float) -> str:
-    """The outcome of a run by the map's decision rule: :func:`classify_outcome` at
-    the end ``log t = log_t_end`` when the run reached it and had the same outcome
-    already at ``log t = log_t_end - settle``; ``"undecided"`` otherwise."""
+    """:func:`classify_outcome` at the end ``log t = log_t_end`` if the run reached it
+    with the same outcome at ``log_t_end - settle``; ``"undecided"`` otherwise."""
     end = float(np.log(path.t[-1])) if path.t[-1] > 0 else -np.inf
     if end < log_t_end - 1e-9:
         return "undecided"
@@ -171,12 +142,13 @@ def _run_map(
     log_t_more: float | None = None,
     max_steps: int = 200_000,
 ):
-    """The runs of :func:`selection_map` and :func:`value_map`: every (instance,
-    setting) pair, one batch, one DataFrame row per run. Without ``settle`` the outcome
-    is :func:`classify_outcome` at the end; with it, :func:`decided_outcome`, and the
-    undecided runs that reached their end time are integrated again from their end
-    point for ``e^{log_t_more}`` (the flow is autonomous), with the same rule, when
-    ``log_t_more`` is given; a run stopped by ``max_steps`` stays undecided."""
+    """Every (instance, setting) pair as one batch; one row per run: the setting, the
+    step's ``ratio`` (:func:`step_ratio`) and ``value``, ``p0_norm``, ``p0_dot_v``,
+    ``min_value_gap``, ``irrelevant_spread``, ``outcome``, ``fraction_lost``,
+    ``class_lost``, ``lost_sign``, ``end_dot_v``, ``min_mass``, ``end_norm``,
+    ``steps``, ``rejected`` (and ``stage``). With ``settle`` the outcome is
+    :func:`decided_outcome`, and undecided runs that reached their end go on for
+    ``e^{log_t_more}`` from there."""
     import pandas as pd
 
     runs, problems, selected = [], [], []
@@ -295,25 +267,12 @@ def value_map(
     device: torch.device | str | None = None,
     check_every: int = 25,
 ):
-    """The map of :func:`selection_map` over the value of the relevant tokens and the
-    ratio, instead of the initialization scale at one step size.
-
-    Every grid of ``grids`` is a dict of ``values``, ``ratios``, ``dims`` and
-    ``cls_scales`` whose product is run; the runs of one ratio are one batch (the
-    number of steps a run takes grows with the ratio, and a batch runs as long as its
-    slowest run). For a value ``B`` and a ratio ``r``
-    the step size is ``eta = 2 B / |alpha*|`` (``|alpha*|`` the smallest ``|alpha_s|``
-    of a relevant token, the same in every instance) and the scale of ``E0`` is
-    ``sigma = B / r``: the moved part ``(eta / 2) |alpha*| ||v||`` of a relevant
-    embedding is then ``B ||v||``, about ``B``, and its value ``b_s`` about ``B
-    ||v||^2`` (column ``value``: ``(eta / 2) |alpha*| ||v||^2`` with the run's ``v``).
-    The outcome follows :func:`decided_outcome` (``settle``); undecided runs are
-    integrated again for ``e^{log_t_more}`` (none when ``None``); a run that has not
-    reached its end after ``max_steps`` iterations is undecided. Columns as
-    :func:`selection_map`, plus ``eta``, ``value_scale`` (``B``), ``ratio_scale``
-    (``r``), ``irrelevant_spread`` (standard deviation of the irrelevant tokens'
-    values) and ``stage`` (1, or 2 when integrated again).
-    """
+    """The map over the value ``B`` and the ratio ``r``: every grid (dict of ``values``,
+    ``ratios``, ``dims``, ``cls_scales``) is run as a product, one batch per ratio, with
+    step size ``eta = 2 B / |alpha*|`` and ``E0`` scale ``B / r`` (the moved part of a
+    relevant embedding is then about ``B``; column ``value`` is ``(eta / 2) |alpha*|
+    ||v||^2``). Outcomes by :func:`decided_outcome`; columns of :func:`_run_map` plus
+    ``eta``, ``value_scale``, ``ratio_scale``."""
     alphas = set()
     for inst in instances:
         alpha = average_signed_frequency(inst.counts, inst.labels, inst.vocab_size)
@@ -358,10 +317,9 @@ def value_map(
 
 
 def boundary_brackets(runs, values: str = "value"):
-    """Per ``ratio_scale``, the largest value among the runs that collapse and the
-    smallest among those that select (undecided runs left out): the boundary lies
-    between them. Columns ``collapse_max``, ``select_min``, ``boundary`` (their mean)
-    and ``half_width`` (half their distance); only ratios with both outcomes."""
+    """Per ``ratio_scale``, the largest value of a run that collapses and the smallest
+    of one that selects: ``collapse_max``, ``select_min``, ``boundary`` (their mean)
+    and ``half_width``; only ratios with both outcomes."""
     import pandas as pd
 
     rows = []
@@ -408,10 +366,8 @@ def value_at(quantity, ratio, threshold: float, c: float):
 
 
 def ratio_constants(brackets, threshold: float):
-    """Per ratio ``r`` of :func:`boundary_brackets`, the constant that puts the boundary
-    ``threshold (1 - c / r)`` at the bracket's midpoint, ``c_r = r (1 - boundary /
-    threshold)``, and its half-width ``r half_width / threshold`` (the ``c`` of every
-    boundary inside the bracket lies within it). Columns ``c_r``, ``c_half_width``."""
+    """Per ratio ``r`` of :func:`boundary_brackets`, ``c_r = r (1 - boundary /
+    threshold)`` (the boundary at ``threshold (1 - c / r)``) and its half-width."""
     if not (np.isfinite(threshold) and threshold > 0):
         raise ValueError(f"threshold must be a positive number, got {threshold!r}")
     r = brackets.index.to_numpy(dtype=float)

@@ -1,12 +1,5 @@
-"""Which tokens a direction selects: the selected sets of a problem, the max-margin
-constraints they give, and the score gaps of a direction.
-
-A *selection* names, for every sequence ``X_i``, a set ``S_i`` of its tokens
-(:func:`selection_sets`); the constraints ``p . (E_a - E_s) >= 1`` of the max-margin
-problem run over ``a in S_i`` and the other tokens ``s`` of ``X_i``
-(:func:`selection_constraints`), and :func:`selection_gaps` / :func:`selection_margins`
-measure how far a direction is from selecting them.
-"""
+"""A selection of tokens per sequence (the sets ``S_i``): its max-margin constraints
+and the score gaps of a direction."""
 
 from __future__ import annotations
 
@@ -15,22 +8,17 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from attnbook.engine.counts import TokenCounts, as_token_counts
+from attnbook.engine.counts import TokenCounts
 
 __all__ = [
     "selection_sets",
     "selection_constraints",
     "selection_gaps",
-    "selection_margins",
 ]
 
 
 def selection_sets(selected: object, n: int) -> list[frozenset[int]]:
-    """``selected`` (one token id, or a collection of ids, per sequence) as ``n`` sets
-    of ints.
-
-    Raises ``ValueError`` when the length is not ``n`` or an entry is empty or not
-    integer."""
+    """``selected`` (one token id or a collection of ids per sequence) as ``n`` sets."""
     if isinstance(selected, torch.Tensor):
         selected = selected.detach().cpu().numpy()
     if isinstance(selected, (str, bytes)) or not isinstance(selected, Iterable):
@@ -64,11 +52,9 @@ def selection_sets(selected: object, n: int) -> list[frozenset[int]]:
 def selection_constraints(
     counts: TokenCounts, selected: object
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct constraints ``(a, s)`` of the max-margin problem.
-
-    Returns ``(winners, losers, rows)``: int arrays with one entry per distinct pair
-    ``(a, s)`` (a selected token ``a`` that must beat a non-selected token ``s`` of a
-    common sequence), and for each pair the first sequence it comes from."""
+    """The distinct max-margin constraints ``(winners, losers, rows)``: a selected token
+    that must beat a non-selected token of a common sequence, and the first such
+    sequence."""
     n = counts.n_sequences
     sets = selection_sets(selected, n)
     indptr = counts.indptr.cpu().numpy()
@@ -119,14 +105,3 @@ def selection_gaps(
             c = 1.0 if signs is None else signs[i]
             out[i] = (c * scores[sel]).min() - (c * scores[rest]).max()
     return out
-
-
-def selection_margins(
-    E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object
-) -> np.ndarray:
-    """Per sequence, the smallest score gap ``p.(E_a - E_s)`` over selected ``a`` and
-    non-selected ``s`` (``+inf`` when the sequence selects all its tokens)."""
-    counts = as_token_counts(sequences, E.shape[0])
-    sets = selection_sets(selected, counts.n_sequences)
-    scores = (E.detach() @ p.detach()).double().cpu().numpy()
-    return selection_gaps(scores, counts, sets)

@@ -1,21 +1,9 @@
-"""The flow on ``p`` reduced to one coordinate: the value-only limit of the one-step
-embeddings, where the collapse of a whole class is decided.
-
-With a zero random part (``E0 = 0``) the step leaves every relevant token of a class at
-``+-(eta / 2) |alpha*| v`` and every irrelevant token at zero. On data built in pairs
-(:func:`attnbook.data.selection.assumption_one_data`: one relevant token and ``T - 1``
-irrelevant positions per sequence, every relevant token with the same ``|alpha*|``) the
-loss then depends on ``p`` only through the score gap ``u`` of the positive relevant
-tokens over the irrelevant ones,
-
-    phi_B(u) = 1/2 [ l(B pi(u)) + l(B pi(-u)) ],   pi(u) = 1 / (1 + (T - 1) e^{-u}),
-
-with ``l(z) = log(1 + e^{-z})`` and ``B = (eta / 2) |alpha*| ||v||^2`` the value of a
-positive relevant token. :func:`reduced_slope` is ``phi_B'``, and
-:func:`collapse_threshold` the value ``B_c(T)`` below which ``phi_B`` decreases on the
-whole half-line ``u > 0``, so that the flow from any ``u(0) != 0`` runs to ``|u| ->
-infinity``: the class opposite to the sign of ``u`` loses its attention.
-"""
+"""The flow on ``p`` reduced to one coordinate in the value-only limit (``E0 = 0``):
+on data built in pairs the loss depends only on the score gap ``u`` of the positive
+relevant tokens, ``phi_B(u) = [l(B pi(u)) + l(B pi(-u))] / 2`` with ``pi(u) = 1 / (1
++ (T - 1) e^{-u})`` and ``l(z) = log(1 + e^{-z})``; below ``B_c(T)``
+(:func:`collapse_threshold`) it decreases on all of ``u > 0`` and the flow abandons a
+class."""
 
 from __future__ import annotations
 
@@ -113,10 +101,8 @@ def reduced_rest_point(value: float, length: int, *, u_max: float = 40.0) -> flo
 
 
 def rest_point_mass(value: float, length: int) -> float:
-    """``pi(-u*)``: the attention that a sequence of the losing class keeps on its
-    important token when the reduced flow has come to rest at ``u*`` of
-    :func:`reduced_rest_point` (zero when ``phi_B`` has no rest point, ``B <
-    B_c(T)``)."""
+    """``pi(-u*)``: the attention a sequence of the losing class keeps on its important
+    token at the rest point ``u*`` (zero below ``B_c(T)``)."""
     rest = reduced_rest_point(value, length)
     if not np.isfinite(rest):
         return 0.0

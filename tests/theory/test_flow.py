@@ -7,13 +7,7 @@ import torch
 from attnbook.data.selection import assumption_one_data
 from attnbook.models.attention import attention_output, token_attention
 from attnbook.models.losses import logistic_loss
-from attnbook.theory.flow import (
-    FlowProblem,
-    direction_cosines,
-    flow_state,
-    gradient_flow,
-    loss_change,
-)
+from attnbook.theory.flow import FlowBatch, FlowPath, FlowProblem, gradient_flow
 from attnbook.theory.flow_analysis import (
     limit_selection,
     one_step_problem,
@@ -32,32 +26,47 @@ def _sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
+def flow_state(prob, p):
+    """The integrator's state of ``prob`` at ``p`` (a batch of one at ``c = 0``)."""
+    batch = FlowBatch([prob], [p.to(F64)], [None], [None], prob.device)
+    st = batch.state(torch.zeros(1, batch.k, dtype=F64))
+    st["grad"] = batch.Q[0] @ st["grad"][0]
+    st["attention"] = st["pi"][0][prob.rows, prob.positions()]
+    return batch, st
+
+
+def p_final(path):
+    return torch.from_numpy(path.p[-1].copy())
+
+
 def test_state_matches_autograd():
     E, p, v, seqs, y = random_problem(seed=1)
     prob = FlowProblem(E, v, seqs, y)
-    st = flow_state(prob, p)
+    _, st = flow_state(prob, p)
     pp = p.clone().requires_grad_(True)
     loss = logistic_loss(
         attention_output(E, pp, v, seqs), torch.as_tensor(y, dtype=F64)
     )
     loss.backward()
-    assert abs(st.loss - float(loss.detach())) < 1e-14
-    assert float((st.grad - pp.grad).abs().max()) < 1e-14
+    assert abs(float(st["loss"][0]) - float(loss.detach())) < 1e-14
+    assert float((st["grad"] - pp.grad).abs().max()) < 1e-14
     np.testing.assert_allclose(
-        st.f.numpy(), attention_output(E, p, v, seqs).numpy(), atol=1e-14
+        st["f"][0, : prob.n].numpy(), attention_output(E, p, v, seqs), atol=1e-14
     )
     np.testing.assert_allclose(
-        st.attention.numpy(), token_attention(E, p, prob.counts).numpy(), atol=1e-14
+        st["attention"].numpy(), token_attention(E, p, prob.counts), atol=1e-14
     )
 
 
 def test_loss_change_matches_difference():
     E, p, v, seqs, y = random_problem(seed=2)
     prob = FlowProblem(E, v, seqs, y)
-    st = flow_state(prob, p)
-    p_new = p - 0.1 * st.grad
-    change = flow_state(prob, p_new).loss - st.loss
-    assert abs(loss_change(prob, p, p_new) - change) < 1e-14
+    old, st = flow_state(prob, p)
+    new, st_new = flow_state(prob, p - 0.1 * st["grad"])
+    change = float(st_new["loss"][0] - st["loss"][0])
+    zero = torch.zeros(1, old.k, dtype=F64)
+    measured = float(old.loss_change(old.state(zero), new.state(zero))[0][0]) / prob.n
+    assert abs(measured - change) < 1e-14
 
 
 def test_gradient_keeps_relative_precision_at_huge_p():
@@ -67,7 +76,7 @@ def test_gradient_keeps_relative_precision_at_huge_p():
     v = torch.tensor([1.0, 0.0], dtype=F64)
     prob = FlowProblem(E, v, [[0, 1]], [1])
     for x in (50.0, 200.0, 600.0):
-        g = flow_state(prob, torch.tensor([x, 0.0], dtype=F64)).grad
+        g = flow_state(prob, torch.tensor([x, 0.0], dtype=F64))[1]["grad"]
         expected = -_sigmoid(-1.0) * np.exp(-x)
         assert g[1] == 0.0
         assert abs(float(g[0]) / expected - 1) < 1e-12
@@ -105,11 +114,11 @@ def test_tie_toy_symmetric_and_broken():
     p_mm = max_margin_direction(E, seqs, [{0, 1}])
     np.testing.assert_allclose(p_mm.numpy(), [1.0, 1.0], atol=1e-7)
     assert sym.cosines(p_mm)[-1] > 1 - 1e-12
-    assert [s.tolist() for s in limit_selection(E, sym.p_final, seqs)] == [[0, 1]]
+    assert [s.tolist() for s in limit_selection(E, p_final(sym), seqs)] == [[0, 1]]
     broken = gradient_flow(
         E, v, seqs, [1], torch.tensor([0.3, -0.2], dtype=F64), log_t_max=30.0
     )
-    assert [s.tolist() for s in limit_selection(E, broken.p_final, seqs)] == [[0]]
+    assert [s.tolist() for s in limit_selection(E, p_final(broken), seqs)] == [[0]]
     p_a = max_margin_direction(E, seqs, [0])
     np.testing.assert_allclose(p_a.numpy(), [1.0, 0.0], atol=1e-7)
     assert broken.cosines(p_a)[-1] > 0.99
@@ -141,9 +150,9 @@ def test_small_one_step_instance_converges():
     assert path.selected_mass[-1].min() > 0.99
     assert path.cosines(p_mm)[-1] > 0.99
     assert path.grad_along.min() > 0
-    mass = selected_mass(E1, path.p_final, data.counts, data.important)
+    mass = selected_mass(E1, p_final(path), data.counts, data.important)
     np.testing.assert_allclose(mass, path.selected_mass[-1], atol=1e-12)
-    rest = unselected_mass(E1, path.p_final, data.counts, data.important)
+    rest = unselected_mass(E1, p_final(path), data.counts, data.important)
     assert (
         rest > 0
     ).all() and rest.max() < 1e-6  # tiny but resolved, not rounded to zero
@@ -169,5 +178,14 @@ def test_errors():
     with pytest.raises(RuntimeError):
         gradient_flow(E, v, seqs, y, p, max_steps=3)
     np.testing.assert_allclose(
-        direction_cosines(np.array([[0.0, 0.0], [2.0, 0.0]]), [1.0, 0.0]), [0.0, 1.0]
+        FlowPath(
+            t=np.zeros(2),
+            p=np.array([[0.0, 0.0], [2.0, 0.0]]),
+            loss=np.zeros(2),
+            selected_mass=np.zeros((2, 0)),
+            steps=0,
+            rejected=0,
+            final_dtau=0.0,
+        ).cosines([1.0, 0.0]),
+        [0.0, 1.0],
     )

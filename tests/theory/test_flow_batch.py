@@ -7,9 +7,8 @@ import pytest
 import torch
 
 from attnbook.data.selection import assumption_one_data
-from attnbook.theory.flow import gradient_flow
+from attnbook.theory.flow import batched_gradient_flow, gradient_flow
 from attnbook.theory.flow_analysis import one_step_setting, pair_derivatives
-from attnbook.theory.flow_batch import batched_gradient_flow
 from attnbook.theory.selection_map import (
     OUTCOMES,
     boundary_brackets,

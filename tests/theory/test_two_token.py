@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from attnbook.data.selection import assumption_one_data
+from attnbook.theory.flow import batched_gradient_flow
 from attnbook.theory.flow_analysis import one_step_setting
-from attnbook.theory.flow_batch import batched_gradient_flow
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.two_token import (
     collapse_threshold,
