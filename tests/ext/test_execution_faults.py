@@ -57,14 +57,18 @@ def _chapter(path: Path, *sources: str) -> Path:
     return path
 
 
-def _pid_cell(folder: Path, name: str) -> str:
-    """A cell that starts the chapter's record and writes its kernel's pid."""
-    return (
-        "import os, pathlib\n"
+def _pid_cell(folder: Path, name: str, record: bool = True) -> str:
+    """A cell that starts the chapter's record (unless ``record`` is false: then the
+    kernel imports nothing of attnbook) and writes its kernel's pid."""
+    start = (
         "from attnbook.book.records import start_record, glue\n"
         f"start_record({name!r})\n"
         f"glue('x_{name}', 41 + 1)\n"
-        f"pathlib.Path({str(folder / name)!r} + '.pid').write_text(str(os.getpid()))"
+    )
+    return (
+        "import os, pathlib\n"
+        + (start if record else "")
+        + f"pathlib.Path({str(folder / name)!r} + '.pid').write_text(str(os.getpid()))"
     )
 
 
@@ -79,16 +83,18 @@ def _wait_for(path: Path, seconds: float = 60.0) -> int:
 
 def test_each_kernel_ends_with_its_chapter(tmp_path):
     """Chapters one at a time: while the second runs, the first one's kernel is no
-    longer alive (it ended with its chapter)."""
+    longer alive (it ended with its chapter). The first records (its record must not
+    be left behind); the others' kernels import nothing of attnbook."""
     pids = tmp_path / "pids"
     pids.mkdir()
     books = [
-        _chapter(tmp_path / f"c{i}.ipynb", _pid_cell(pids, f"c{i}")) for i in (1, 2)
+        _chapter(tmp_path / f"c{i}.ipynb", _pid_cell(pids, f"c{i}", record=i == 1))
+        for i in (1, 2)
     ]
     books.append(
         _chapter(
             tmp_path / "c3.ipynb",
-            _pid_cell(pids, "c3"),
+            _pid_cell(pids, "c3", record=False),
             "import json, pathlib\n"
             f"seen = {{p.stem: int(p.read_text()) for p in pathlib.Path({str(pids)!r})"
             ".glob('c1.pid')}\n"
@@ -176,11 +182,13 @@ def _executor(book: Path, records: Path, jobs: int = 2) -> subprocess.Popen:
     )
 
 
-def _two_chapter_book(root: Path, pids: Path, cell: str) -> Path:
+def _two_chapter_book(root: Path, pids: Path, cell: str, record: bool = True) -> Path:
     (root / "chapters").mkdir(parents=True)
     (root / "intro.md").write_text("# Intro\n")
     for name in ("a", "b"):
-        _chapter(root / "chapters" / f"{name}.ipynb", _pid_cell(pids, name), cell)
+        _chapter(
+            root / "chapters" / f"{name}.ipynb", _pid_cell(pids, name, record), cell
+        )
     (root / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nchapters:\n"
         "  - file: chapters/a\n  - file: chapters/b\n"
@@ -310,7 +318,7 @@ def test_an_explicit_job_count_beyond_the_memory_is_capped(
     import _ext.run_guard as guard
     from _ext.execution import main
 
-    book = _two_chapter_book(tmp_path / "book", tmp_path, "pass")
+    book = _two_chapter_book(tmp_path / "book", tmp_path, "pass", record=False)
     monkeypatch.setattr(guard, "available_memory", lambda: 4 * 2**30)
     argv = ["--root", str(book), "--build", str(book / "_build")]
     status = main([*argv, "--check-run", str(tmp_path / "records"), "--jobs", "1000"])

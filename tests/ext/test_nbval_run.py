@@ -92,7 +92,8 @@ def test_the_command_runs_notebooks_whole_in_one_worker_each(tmp_path):
 
 def test_the_command_line_runs_a_book(tmp_path):
     """``python -m _ext.nbval_run FOLDER`` on a two-chapter book: nbval's summary,
-    every chapter recorded in FOLDER."""
+    every chapter recorded in FOLDER. One job: one pytest process instead of xdist's
+    three (the run of several workers is the test above)."""
     book = tmp_path / "book"
     (book / "chapters").mkdir(parents=True)
     (book / "intro.md").write_text("# Intro\n")
@@ -114,7 +115,7 @@ def test_the_command_line_runs_a_book(tmp_path):
             "--build",
             str(book / "_build"),
             "--jobs",
-            "2",
+            "1",
         ],
         cwd=ROOT,
         capture_output=True,
