@@ -22,6 +22,7 @@ trained, on the CPU) and ``None`` elsewhere, where the caller keeps its own step
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from types import SimpleNamespace
 
@@ -212,10 +213,12 @@ def fused_one_layer_step(
     trainable: tuple[str, ...],
 ) -> FusedOneLayerStep | None:
     """A :class:`FusedOneLayerStep` where it applies: ``E`` trained, ``E``, ``p``, ``v``
-    float32 or float64 leaf tensors on the CPU and ``E`` contiguous; else ``None``."""
+    float32 or float64 leaf tensors on the CPU and ``E`` contiguous; else ``None``
+    (also when ``ATTNBOOK_FUSED=0`` is set)."""
     E = params.get("E")
     if (
-        "E" not in trainable
+        os.environ.get("ATTNBOOK_FUSED", "1") == "0"
+        or "E" not in trainable
         or optimizer not in ("adam", "gd")
         or set(trainable) - set(_GROUPS)
         or not isinstance(E, torch.Tensor)
