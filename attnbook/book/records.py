@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from attnbook.book.environment import environment
+
 __all__ = [
     "RECORD_DIR_ENV",
     "RUN_ID_ENV",
@@ -233,9 +235,6 @@ def _write_record() -> None:
     if path is None or not _RUN:
         return
     if "environment" not in _RUN:
-        # imported here: torch only when a run starts
-        from attnbook.book.environment import environment
-
         _RUN["environment"] = environment()
     record = {
         "schema": SCHEMA,
