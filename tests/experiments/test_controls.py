@@ -209,21 +209,11 @@ def test_u_comparison():
     assert table["book: mean"].idxmin() in (9, 10)
 
 
-def test_book_checks_of_a_trend():
+def test_book_checks_of_a_trend(make_trend):
     from attnbook.book import records
     from attnbook.book.controls import check_initial, check_trend
 
-    rng = np.random.default_rng(3)
-    held = rng.uniform(-1, 1, 400)
-    trend = controlled_trend(
-        [held + 0.2 * rng.normal(size=400) for _ in range(3)],
-        [rng.normal(size=400) for _ in range(5)],
-        [rng.normal(size=400)],
-        heldout=held,
-        train=held,
-        log_df=rng.normal(size=400),
-        shape="monotone",
-    )
+    trend = make_trend()
     records.start_record("controls_test")
     low = check_trend("t", trend, "heldout", claim="C7a", what="test")
     assert low == trend.values("labels", "heldout").min()
@@ -241,26 +231,12 @@ def test_book_checks_of_a_trend():
         check_trend("t3", weak, "heldout", claim="C7a", what="test")
 
 
-def _trend(seed: int = 3, n: int = 400):
-    rng = np.random.default_rng(seed)
-    held = rng.uniform(-1, 1, n)
-    return controlled_trend(
-        [held + 0.2 * rng.normal(size=n) for _ in range(3)],
-        [rng.normal(size=n) for _ in range(5)],
-        [rng.normal(size=n)],
-        heldout=held,
-        train=held,
-        log_df=rng.normal(size=n),
-        shape="monotone",
-    )
-
-
-def test_a_block_of_trend_checks_shares_claim_result_and_words():
+def test_a_block_of_trend_checks_shares_claim_result_and_words(make_trend):
     from attnbook.book import records
     from attnbook.book.controls import INITIAL_WHAT, check_initial, trend_checks
 
     records.start_record("controls_block")
-    trends = {"a": _trend()}
+    trends = {"a": make_trend()}
     c7 = trend_checks(trends, claim="C7a", result="conj-x", what={"t": "words"})
     low = c7("t", "a", "heldout")
     c7("u", "a", "heldout_partial", reading="book")
@@ -274,12 +250,12 @@ def test_a_block_of_trend_checks_shares_claim_result_and_words():
     assert t.spread is None and records.CHECKS[-1].spread is None
 
 
-def test_trend_checks_record_the_range_over_initialisations_as_spread():
+def test_trend_checks_record_the_range_over_initialisations_as_spread(make_trend):
     from attnbook.book import records
     from attnbook.book.controls import trend_checks
 
     records.start_record("controls_spread")
-    trends = {"a": _trend()}
+    trends = {"a": make_trend()}
     values = trends["a"].values("labels", "heldout_partial")
     assert trends["a"].seed_range("heldout_partial") == values.max() - values.min()
     c7 = trend_checks(trends, claim="C7a", seed_spread=True)
@@ -314,7 +290,7 @@ def test_heldout_measures_leave_out_rare_tokens():
     assert left_out == int((rare & np.isfinite(token_importance(test, y_test))).sum())
 
 
-def test_controls_figure_and_binned_panels_draw_every_series():
+def test_controls_figure_and_binned_panels_draw_every_series(make_trend):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -327,7 +303,7 @@ def test_controls_figure_and_binned_panels_draw_every_series():
         seed_series,
     )
 
-    fig = controls_figure({"a": _trend(), "b": _trend(4)}, row_height=2.0)
+    fig = controls_figure({"a": make_trend(), "b": make_trend(4)}, row_height=2.0)
     assert fig.axes[0].get_yticklabels()[0].get_text() == "b"
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, 500)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnbook.book.controls import controlled_trend
 from attnbook.experiments.spreads import (
     group_spread,
     smallest_trend_margin,
@@ -34,22 +33,9 @@ def test_group_spread_takes_the_share_within_each_repeat():
         group_spread([True, False], [0])
 
 
-def _trend(shift: float, seed: int):
-    rng = np.random.default_rng(seed)
-    held = rng.uniform(-1, 1, 300)
-    return controlled_trend(
-        [shift * held + rng.normal(size=300) for _ in range(3)],
-        [rng.normal(size=300) for _ in range(5)],
-        [rng.normal(size=300)],
-        heldout=held,
-        train=held,
-        log_df=rng.normal(size=300),
-        shape="monotone",
-    )
-
-
-def test_the_smallest_margin_comes_with_the_spread_of_its_own_trend():
-    strong, weak = _trend(5.0, 1), _trend(0.5, 2)
+def test_the_smallest_margin_comes_with_the_spread_of_its_own_trend(make_trend):
+    strong = make_trend(1, n=300, signal=5.0, noise=1.0)
+    weak = make_trend(2, n=300, signal=0.5, noise=1.0)
     margin, sd = smallest_trend_margin({"strong": strong, "weak": weak}, "heldout")
     assert margin == weak.margin("heldout")
     assert margin == min(t.margin("heldout") for t in (strong, weak))
