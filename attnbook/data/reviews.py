@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -283,21 +284,20 @@ def _from_hub(name: str, split: str):
     where = f"the hub's '{hub_id}' ({split} split)"
     if name == "imdb":
         cols = _imdb_columns(table, where)
-        try:
-            verify_split(name, split, cols["label"], where)
-        except ValueError as err:
-            raise DatasetUnavailableError(
-                f"{err} So the hub's data changed (recipe {RECIPE}). "
-                + _how_to_get(name)
-            ) from err
-        return _dataset(cols)
-    _require(table, ("text", "label"), where)
-    stars = 1 + _integers(table, "label", range(5), "classes 0-4 (stars - 1)", where)
+    else:
+        _require(table, ("text", "label"), where)
+        stars = 1 + _integers(
+            table, "label", range(5), "classes 0-4 (stars - 1)", where
+        )
     try:
+        if name == "imdb":
+            verify_split(name, split, cols["label"], where)
+            return _dataset(cols)
         rows = sample_by_stars(stars, YELP_STAR_COUNTS[split], split)
     except ValueError as err:
         raise DatasetUnavailableError(
-            f"{where}: {err}; the hub's data changed. " + _how_to_get(name)
+            f"{where}: {err}; the hub's data changed (recipe {RECIPE}). "
+            + _how_to_get(name)
         ) from err
     texts = _texts(table, where).take(rows).to_pylist()
     return _dataset(
@@ -411,17 +411,21 @@ def _occurrences(
     odd = [j for j, w in enumerate(words) if not w or "'" in w]
     if odd:  # split by the regex into zero or more tokens each
         index = {w: j for j, w in enumerate(words)}
-        split = {
-            j: [index.setdefault(t, len(index)) for t in _TOKEN.findall(words[j])]
+        split = [
+            [index.setdefault(t, len(index)) for t in _TOKEN.findall(words[j])]
             for j in odd
-        }
+        ]
+        is_odd = np.zeros(len(index), dtype=bool)
+        is_odd[odd] = True
+        lengths = np.zeros(len(index), dtype=np.int64)
+        lengths[odd] = [len(c) for c in split]
+        starts = np.cumsum(lengths) - lengths  # of each piece's tokens in ``table``
+        table = np.fromiter(chain.from_iterable(split), np.int64)
+        hit = is_odd[codes]
+        reps = lengths[codes[hit]]
+        rows = np.concatenate([rows[~hit], np.repeat(rows[hit], reps)])
+        codes = np.concatenate([codes[~hit], table[_gather(starts[codes[hit]], reps)]])
         words = list(index)  # insertion order: the ids
-        hit = np.isin(codes, odd)
-        hit_rows, hit_codes = rows[hit].tolist(), codes[hit].tolist()
-        pairs = [(r, t) for r, c in zip(hit_rows, hit_codes) for t in split[c]]
-        more_rows, more_codes = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
-        rows = np.concatenate([rows[~hit], more_rows])
-        codes = np.concatenate([codes[~hit], more_codes])
     return words, rows, codes, len(cleaned)
 
 

@@ -130,18 +130,16 @@ def class_signed_frequency(
 ) -> torch.Tensor:
     """``(V, K)`` float64: ``gamma_sk = (1/n) sum_i (n_s(X_i) / T_i) (1{y_i = k} -
     1/K)``."""
-    n_classes = check_count(n_classes, "n_classes", minimum=2)
+    K = check_count(n_classes, "n_classes", minimum=2)
     counts = as_token_counts(counts, vocab_size).to("cpu")
-    y = as_class_labels(labels, int(n_classes), counts.n_sequences)
-    rows = counts.row_ids
+    n, rows = counts.n_sequences, counts.row_ids
+    y = as_class_labels(labels, K, n)
     share = counts.counts.to(torch.float64) / counts.lengths.to(torch.float64)[rows]
-    target = torch.full(
-        (counts.n_sequences, int(n_classes)), -1.0 / n_classes, dtype=torch.float64
-    )
-    target[torch.arange(counts.n_sequences), y] += 1.0
-    gamma = torch.zeros(vocab_size, int(n_classes), dtype=torch.float64)
+    target = torch.full((n, K), -1.0 / K, dtype=torch.float64)
+    target[torch.arange(n), y] += 1.0
+    gamma = torch.zeros(vocab_size, K, dtype=torch.float64)
     gamma.index_add_(0, counts.token_ids, share[:, None] * target[rows])
-    return gamma / counts.n_sequences
+    return gamma / n
 
 
 def predicted_class_alignment(
