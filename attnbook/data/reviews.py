@@ -445,13 +445,9 @@ class TokenizedTexts:
     def of(cls, texts: Iterable[str]) -> "TokenizedTexts":
         """Tokenize every text once, by the rule of :func:`tokenize` (in bulk)."""
         words, rows, codes, n_documents = _occurrences(texts)
-        size = max(len(words), 1)
-        keys = np.sort(rows * size + codes, kind="stable")
-        first = np.ones(keys.size, dtype=bool)
-        np.not_equal(keys[1:], keys[:-1], out=first[1:])
-        starts = np.flatnonzero(first)
-        counts = np.diff(starts, append=keys.size)
-        rows, codes = np.divmod(keys[starts], size)
+        size = max(len(words), 1)  # the distinct (document, token) pairs, counted
+        keys, counts = np.unique(rows * size + codes, return_counts=True)
+        rows, codes = np.divmod(keys, size)
         return _ranked(words, rows, codes, counts, n_documents)
 
     @property
