@@ -1,6 +1,5 @@
-"""Review corpora ready for the model: splits read once, vocabulary on the training
-split, token counts of both splits, +-1 labels and star ratings aligned with the
-documents kept (those with an in-vocabulary token)."""
+"""Review corpora ready for the model: splits read once, the training vocabulary, and
+counts, +-1 labels and stars of the documents kept (with an in-vocabulary token)."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ _cache: OrderedDict[Hashable, "ReviewSplit"] = OrderedDict()
 
 
 def signed_from_binary(labels01: object, what: str = "labels") -> np.ndarray:
-    """0/1 labels (negative/positive) as int64 -1/+1: the one conversion, made where
-    a data set is loaded."""
+    """0/1 labels (negative/positive) as int64 -1/+1."""
     arr = np.asarray(labels01)
     if arr.ndim != 1 or arr.dtype.kind not in "iub":
         raise ValueError(f"{what} must be a 1-D integer array of 0/1 labels")
@@ -54,8 +52,8 @@ def signed_from_binary(labels01: object, what: str = "labels") -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class ReviewSplit:
-    """The texts of one split with their 0/1 labels and star ratings (or ``None``);
-    :attr:`tokens` tokenizes the texts on first use and keeps the result."""
+    """The texts of one split, 0/1 labels and stars (or ``None``); :attr:`tokens` is
+    computed on first use."""
 
     texts: tuple[str, ...]
     labels01: object
@@ -95,8 +93,7 @@ def _source_key(name: str, split: str) -> Hashable | None:
 
 
 def load_split(name: str, split: str) -> ReviewSplit:
-    """``load_reviews(name, split)`` as a :class:`ReviewSplit` with its star rating;
-    the last two splits read are kept, keyed by what they were read from."""
+    """``load_reviews(name, split)`` as a :class:`ReviewSplit`; the last two kept."""
     key = _source_key(name, split)
     if key is not None and key in _cache:
         _cache.move_to_end(key)
@@ -125,10 +122,8 @@ def clear_split_cache() -> None:
 
 @dataclass(frozen=True)
 class ReviewCorpus:
-    """A binary review data set over one vocabulary (built on the training texts).
-    Labels (+-1), stars (or ``None``) and ``*_kept`` (row numbers in the original
-    split) follow the kept documents; ``n_documents``, ``n_tokens`` and
-    ``n_dropped_tokens`` (outside the vocabulary) count each whole split."""
+    """A binary review data set over its training vocabulary. Labels (+-1), stars and
+    ``*_kept`` (rows in the split) follow the kept documents; ``n_*`` count splits."""
 
     name: str
     vocabulary: Vocabulary
@@ -162,7 +157,7 @@ class ReviewCorpus:
         return torch.from_numpy(arrays[split]).to(dtype=dtype, device=device)
 
     def summary(self) -> dict[str, float]:
-        """The numbers a chapter reports about the corpus, as a flat dictionary."""
+        """The numbers a chapter reports about the corpus."""
         kept = {"train": self.train_kept, "test": self.test_kept}
         labels = {"train": self.train_labels, "test": self.test_labels}
         splits = ("train", "test")
@@ -219,8 +214,8 @@ def build_review_corpus(
 def corpus_from_splits(
     train: ReviewSplit, test: ReviewSplit, *, min_df: int, name: str = "reviews"
 ) -> ReviewCorpus:
-    """The :class:`ReviewCorpus` of two splits: vocabulary of the training tokens in
-    at least ``min_df`` documents; documents left without a token dropped."""
+    """The :class:`ReviewCorpus` of two splits: the training tokens in at least
+    ``min_df`` documents; documents left without a token dropped."""
     y_train = signed_from_binary(train.labels01, "train_labels01")
     y_test = signed_from_binary(test.labels01, "test_labels01")
     if y_train.size != len(train.texts) or y_test.size != len(test.texts):
@@ -234,7 +229,7 @@ def corpus_from_splits(
     vocab, enc_train = Vocabulary.build_and_encode(
         train.tokens, min_df, drop_empty=True
     )
-    enc_test = vocab.encode_tokenized(test.tokens, drop_empty=True)
+    enc_test = vocab.encode(test.tokens, drop_empty=True)
     kt, ks = enc_train.kept, enc_test.kept
     if np.unique(y_train[kt]).size < 2:
         raise ValueError("the kept training documents hold a single class")
@@ -274,7 +269,7 @@ def min_df_for_tokens(
     to ``target`` (ties: the larger), and the size for every candidate."""
     if target < 1 or not candidates:
         raise ValueError("target must be positive and candidates non-empty")
-    df = Vocabulary.from_tokenized(texts, 1).document_frequency
+    df = Vocabulary.build(texts, 1).document_frequency
     sizes = {int(k): int((df >= k).sum()) for k in candidates}
     best = min(sizes, key=lambda k: (abs(sizes[k] - target), -k))
     return best, sizes

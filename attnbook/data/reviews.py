@@ -1,16 +1,11 @@
-"""IMDB and Yelp reviews: loading (local mirror or hub), tokenizing, vocabulary.
-
-:func:`load_reviews` reads the parquet mirror named by ``ATTNBOOK_DATA_DIR``
-(``<name>/<split>.parquet``) or, when it is unset, the Hugging Face hub by the recipe
-below; values outside the documented sets are refused. The README's *Data* section
-describes the recipe (the hub's Yelp is a seeded sample with the mirror's star counts).
-"""
+"""IMDB and Yelp reviews: loading (the parquet mirror named by ``ATTNBOOK_DATA_DIR``,
+else the Hugging Face hub by the README's recipe), tokenizing, vocabulary."""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -81,8 +76,8 @@ def known_shape(name: str, split: str) -> Mapping[int, int]:
 
 
 def verify_split(name: str, split: str, values: object, where: str) -> None:
-    """``ValueError`` unless the labels (IMDB) or kept stars (Yelp) ``values`` have
-    the counts of :func:`known_shape`; it says what is wrong and how to rebuild."""
+    """``ValueError`` unless the labels (IMDB) or kept stars (Yelp) have the counts of
+    :func:`known_shape`."""
     want = {int(k): int(v) for k, v in known_shape(name, split).items()}
     keys, counts = np.unique(np.asarray(values), return_counts=True)
     found = {int(k): int(c) for k, c in zip(keys.tolist(), counts.tolist())}
@@ -112,8 +107,7 @@ def verify_split(name: str, split: str, values: object, where: str) -> None:
 
 
 def verify_imdb_labels(labels: object, ratings: object, where: str) -> None:
-    """``ValueError`` for IMDB rows whose label is not the one their rating fixes
-    (Maas et al., 2011: 7-10 positive, 1-4 negative), every row checked."""
+    """``ValueError`` for IMDB rows whose label is not the one their rating fixes."""
     labels = np.asarray(labels, dtype=np.int64)
     ratings = np.asarray(ratings, dtype=np.int64)
     expected = np.where(ratings >= 7, 1, np.where(ratings <= 4, 0, -1))
@@ -133,8 +127,7 @@ def sample_by_stars(
     stars: np.ndarray, counts: Mapping[int, int], split: str
 ) -> np.ndarray:
     """Row numbers (ascending) of the recipe's seeded draw of ``counts[k]`` rows with
-    ``k`` stars: per star in ascending order, ``rng.permutation`` of its rows (hub
-    order), first ``count`` kept; ``rng = default_rng([YELP_SAMPLE_SEED, 0 or 1])``."""
+    ``k`` stars (the README's *Data* section)."""
     rng = np.random.default_rng([YELP_SAMPLE_SEED, _SPLITS.index(split)])
     chosen = []
     for star in sorted(counts):
@@ -150,8 +143,7 @@ def sample_by_stars(
 
 
 def unescape_hub_text(text: str) -> str:
-    """The hub's Yelp text with each escaped line break (backslashes, ``n``) a line
-    break, as in the mirror's texts."""
+    """The hub's Yelp text with each escaped line break a line break (as the mirror)."""
     return re.sub(r"\\+n", "\n", text)
 
 
@@ -167,7 +159,6 @@ def _how_to_get(name: str) -> str:
 
 
 def _mirror_folder(name: str) -> Path | None:
-    """The mirror folder named by the environment, ``None`` when it is unset."""
     raw = os.environ.get(DATA_DIR_ENV)
     if raw is None:
         return None
@@ -202,8 +193,6 @@ def _texts(table: pa.Table, where: str) -> pa.ChunkedArray:
 def _integers(
     table: pa.Table, column: str, allowed: Sequence[int], meaning: str, where: str
 ) -> np.ndarray:
-    """The integer ``column`` as int64; ``ValueError`` for another type, a missing
-    value or a value outside ``allowed``."""
     col = table.column(column)
     if not pa.types.is_integer(col.type):
         raise ValueError(
@@ -295,21 +284,20 @@ def _from_hub(name: str, split: str):
     where = f"the hub's '{hub_id}' ({split} split)"
     if name == "imdb":
         cols = _imdb_columns(table, where)
-        try:
-            verify_split(name, split, cols["label"], where)
-        except ValueError as err:
-            raise DatasetUnavailableError(
-                f"{err} So the hub's data changed (recipe {RECIPE}). "
-                + _how_to_get(name)
-            ) from err
-        return _dataset(cols)
-    _require(table, ("text", "label"), where)
-    stars = 1 + _integers(table, "label", range(5), "classes 0-4 (stars - 1)", where)
+    else:
+        _require(table, ("text", "label"), where)
+        stars = 1 + _integers(
+            table, "label", range(5), "classes 0-4 (stars - 1)", where
+        )
     try:
+        if name == "imdb":
+            verify_split(name, split, cols["label"], where)
+            return _dataset(cols)
         rows = sample_by_stars(stars, YELP_STAR_COUNTS[split], split)
     except ValueError as err:
         raise DatasetUnavailableError(
-            f"{where}: {err}; the hub's data changed. " + _how_to_get(name)
+            f"{where}: {err}; the hub's data changed (recipe {RECIPE}). "
+            + _how_to_get(name)
         ) from err
     texts = _texts(table, where).take(rows).to_pylist()
     return _dataset(
@@ -319,9 +307,8 @@ def _from_hub(name: str, split: str):
 
 def load_reviews(name: str, split: str = "train"):
     """``imdb`` or ``yelp`` as a ``datasets.Dataset``: ``text``, ``label`` (0/1) and
-    ``rating`` (IMDB 1-10, mirror only) or ``stars`` (Yelp 1, 2, 4, 5; 3-star reviews
-    dropped). ``ValueError`` for an unknown name or split or undocumented values;
-    :class:`DatasetUnavailableError`, saying how to get it, for data not found."""
+    ``rating`` (IMDB 1-10, mirror only) or ``stars`` (Yelp 1, 2, 4, 5; no 3-star
+    reviews); :class:`DatasetUnavailableError`, saying how to get it, if not found."""
     if name not in _NAMES:
         raise ValueError(f"unknown dataset {name!r}; choose one of {_NAMES}")
     if split not in _SPLITS:
@@ -338,8 +325,7 @@ def load_reviews(name: str, split: str = "train"):
 
 
 def data_source() -> dict[str, Any]:
-    """Where :func:`load_reviews` reads from in this process, for a run's record: the
-    ``path``, the ``recipe`` and per dataset its source, rule and reviews per split."""
+    """Where :func:`load_reviews` reads from in this process, for a run's record."""
     raw = os.environ.get(DATA_DIR_ENV)
     if raw is None:
         return {
@@ -374,7 +360,6 @@ def data_source() -> dict[str, Any]:
 
 
 def _mirror_rows(path: Path, name: str) -> int | None:
-    """Reviews :func:`load_reviews` gives from ``path`` (``None``: file unreadable)."""
     try:
         if name == "imdb":
             return int(pq.read_metadata(path).num_rows)
@@ -386,21 +371,17 @@ def _mirror_rows(path: Path, name: str) -> int | None:
 
 # ------------------------------------------------------------------------ tokenizing
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
-# every byte that cannot be part of a token (all but a-z and the apostrophe) -> space
 _SEPARATE = bytes(c if 97 <= c <= 122 or c == 39 else 32 for c in range(256))
 
 
 def tokenize(text: str) -> list[str]:
     """The tokens of ``text``: lower-cased, IMDB's ``<br />`` made a space, maximal
     runs of ``a-z`` with at most one inner apostrophe (``don't``)."""
-    if not isinstance(text, str):
-        raise ValueError(f"text must be a string, got {type(text).__name__}")
-    return _TOKEN.findall(text.lower().replace("<br />", " "))
+    return _TOKEN.findall(_clean(text))
 
 
 def _clean(text: str) -> str:
-    """``text`` with every character that cannot be part of a token a space: each run
-    of non-spaces is one token of :func:`tokenize` unless it holds an apostrophe."""
+    """``text`` lower-cased, every character that cannot be part of a token a space."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
     lower = text.lower().replace("<br />", " ")
@@ -419,8 +400,8 @@ def _occurrences(
     texts: Iterable[str],
 ) -> tuple[list[str], np.ndarray, np.ndarray, int]:
     """Every token occurrence of ``texts`` as its document (``rows``) and its index in
-    ``words`` (``codes``), in no particular order, and the number of texts. Split at
-    spaces in Arrow; only pieces with an apostrophe go through the regex."""
+    ``words`` (``codes``), and the number of texts; only pieces with an apostrophe go
+    through the regex."""
     cleaned = [_clean(t) for t in texts]
     pieces = pc.ascii_split_whitespace(pa.array(cleaned, type=pa.large_string()))
     rows = pc.list_parent_indices(pieces).to_numpy().astype(np.int64, copy=False)
@@ -428,26 +409,23 @@ def _occurrences(
     words = encoded.dictionary.to_pylist()
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     odd = [j for j, w in enumerate(words) if not w or "'" in w]
-    if odd:
-        n_pieces = len(words)
+    if odd:  # split by the regex into zero or more tokens each
         index = {w: j for j, w in enumerate(words)}
         split = [
             [index.setdefault(t, len(index)) for t in _TOKEN.findall(words[j])]
             for j in odd
         ]
-        words = list(index)  # insertion order: the ids
-        lengths = np.zeros(n_pieces, dtype=np.int64)
-        lengths[odd] = [len(c) for c in split]
-        starts = np.zeros(n_pieces, dtype=np.int64)
-        starts[odd] = np.cumsum(lengths[odd]) - lengths[odd]
-        table = np.fromiter(chain.from_iterable(split), np.int64)
-        is_odd = np.zeros(n_pieces, dtype=bool)
+        is_odd = np.zeros(len(index), dtype=bool)
         is_odd[odd] = True
+        lengths = np.zeros(len(index), dtype=np.int64)
+        lengths[odd] = [len(c) for c in split]
+        starts = np.cumsum(lengths) - lengths  # of each piece's tokens in ``table``
+        table = np.fromiter(chain.from_iterable(split), np.int64)
         hit = is_odd[codes]
-        hit_codes, hit_rows = codes[hit], rows[hit]
-        reps = lengths[hit_codes]
-        rows = np.concatenate([rows[~hit], np.repeat(hit_rows, reps)])
-        codes = np.concatenate([codes[~hit], table[_gather(starts[hit_codes], reps)]])
+        reps = lengths[codes[hit]]
+        rows = np.concatenate([rows[~hit], np.repeat(rows[hit], reps)])
+        codes = np.concatenate([codes[~hit], table[_gather(starts[codes[hit]], reps)]])
+        words = list(index)  # insertion order: the ids
     return words, rows, codes, len(cleaned)
 
 
@@ -467,14 +445,9 @@ class TokenizedTexts:
     def of(cls, texts: Iterable[str]) -> "TokenizedTexts":
         """Tokenize every text once, by the rule of :func:`tokenize` (in bulk)."""
         words, rows, codes, n_documents = _occurrences(texts)
-        # the distinct (document, token) pairs and how often each occurs
-        size = max(len(words), 1)
-        keys = np.sort(rows * size + codes, kind="stable")
-        first = np.ones(keys.size, dtype=bool)
-        np.not_equal(keys[1:], keys[:-1], out=first[1:])
-        starts = np.flatnonzero(first)
-        counts = np.diff(starts, append=keys.size)
-        rows, codes = np.divmod(keys[starts], size)
+        size = max(len(words), 1)  # the distinct (document, token) pairs, counted
+        keys, counts = np.unique(rows * size + codes, return_counts=True)
+        rows, codes = np.divmod(keys, size)
         return _ranked(words, rows, codes, counts, n_documents)
 
     @property
@@ -498,9 +471,7 @@ def _ranked(
     counts: np.ndarray,
     n_documents: int,
 ) -> TokenizedTexts:
-    """:class:`TokenizedTexts` from distinct ``(row, code)`` pairs with their counts:
-    words ranked by decreasing document frequency (ties alphabetical), pairs sorted
-    by row, then rank."""
+    """:class:`TokenizedTexts` from distinct ``(row, code)`` pairs with their counts."""
     df = np.bincount(codes, minlength=len(words))
     used = np.flatnonzero(df)
     names = np.asarray(words, dtype=object)[used]
@@ -518,6 +489,13 @@ def _ranked(
         token_ids=codes[pairs],
         counts=counts[pairs].astype(np.int64, copy=False),
     )
+
+
+Texts = Sequence[str] | TokenizedTexts
+
+
+def _tokenized(texts: Texts) -> TokenizedTexts:
+    return texts if isinstance(texts, TokenizedTexts) else TokenizedTexts.of(texts)
 
 
 @dataclass(frozen=True)
@@ -540,24 +518,16 @@ class Vocabulary:
     tokens: tuple[str, ...]
     document_frequency: np.ndarray
     min_df: int
-    _index: dict[str, int] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_index", {t: i for i, t in enumerate(self.tokens)})
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     @classmethod
-    def build(cls, texts: Sequence[str], min_df: int) -> "Vocabulary":
+    def build(cls, texts: Texts, min_df: int) -> "Vocabulary":
         """The vocabulary of ``texts`` with document frequency at least ``min_df``."""
-        return cls.from_tokenized(TokenizedTexts.of(texts), min_df)
-
-    @classmethod
-    def from_tokenized(cls, texts: TokenizedTexts, min_df: int) -> "Vocabulary":
-        """:meth:`build` from texts already tokenized."""
         if min_df < 1:
             raise ValueError(f"min_df must be at least 1, got {min_df}")
+        texts = _tokenized(texts)
         if texts.n_documents == 0:
             raise ValueError("cannot build a vocabulary from no texts")
         size = int((texts.document_frequency >= min_df).sum())  # a prefix of words
@@ -568,31 +538,22 @@ class Vocabulary:
 
     @classmethod
     def build_and_encode(
-        cls, texts: Sequence[str] | TokenizedTexts, min_df: int, *, drop_empty: bool
+        cls, texts: Texts, min_df: int, *, drop_empty: bool
     ) -> tuple["Vocabulary", EncodedCorpus]:
         """The vocabulary of ``texts`` and the texts encoded over it, tokenized once."""
-        tokens = (
-            texts if isinstance(texts, TokenizedTexts) else TokenizedTexts.of(texts)
-        )
-        vocab = cls.from_tokenized(tokens, min_df)
-        return vocab, vocab.encode_tokenized(tokens, drop_empty=drop_empty)
+        texts = _tokenized(texts)
+        vocab = cls.build(texts, min_df)
+        return vocab, vocab.encode(texts, drop_empty=drop_empty)
 
-    def encode(
-        self, texts: Sequence[str], *, drop_empty: bool = False
-    ) -> EncodedCorpus:
+    def encode(self, texts: Texts, *, drop_empty: bool = False) -> EncodedCorpus:
         """Token counts of ``texts`` over this vocabulary; out-of-vocabulary tokens
         are dropped and counted. A document left empty is a ``ValueError`` unless
         ``drop_empty``, which leaves it out (see ``kept``)."""
-        return self.encode_tokenized(TokenizedTexts.of(texts), drop_empty=drop_empty)
-
-    def encode_tokenized(
-        self, texts: TokenizedTexts, *, drop_empty: bool = False
-    ) -> EncodedCorpus:
-        """:meth:`encode` for texts already tokenized."""
+        texts = _tokenized(texts)
         n = texts.n_documents
         if n == 0:
             raise ValueError("no texts to encode")
-        index = self._index
+        index = {t: i for i, t in enumerate(self.tokens)}
         lookup = np.fromiter(
             (index.get(w, -1) for w in texts.words), np.int64, len(texts.words)
         )
@@ -600,10 +561,10 @@ class Vocabulary:
         inside = ids >= 0
         rows = np.repeat(np.arange(n), np.diff(texts.indptr))[inside]
         ids, counts = ids[inside], texts.counts[inside]
-        present = np.bincount(rows, minlength=n) > 0
-        kept = np.flatnonzero(present)
+        per_document = np.bincount(rows, minlength=n)
+        kept = np.flatnonzero(per_document)
         if kept.size < n and not drop_empty:
-            first = int(np.flatnonzero(~present)[0])
+            first = int(np.flatnonzero(per_document == 0)[0])
             raise ValueError(
                 f"{n - kept.size} document(s) have no in-vocabulary token "
                 f"(first: #{first}); pass drop_empty=True to leave them out"
@@ -616,15 +577,10 @@ class Vocabulary:
             order = np.argsort(rows * len(self) + ids, kind="stable")
             rows, ids, counts = rows[order], ids[order], counts[order]
         indptr = np.zeros(kept.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n)[kept], out=indptr[1:])
-        counts_ = TokenCounts(
-            torch.from_numpy(indptr),
-            torch.from_numpy(ids),
-            torch.from_numpy(counts),
-            len(self),
-        )
+        np.cumsum(per_document[kept], out=indptr[1:])
+        tensors = (torch.from_numpy(a) for a in (indptr, ids, counts))
         return EncodedCorpus(
-            counts=counts_,
+            counts=TokenCounts(*tensors, len(self)),
             kept=kept,
             n_documents=n,
             n_tokens=int(texts.counts.sum()),

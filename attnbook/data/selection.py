@@ -123,14 +123,8 @@ def _selection_data(
     n_partial: int = 0,
 ) -> SelectionData:
     """The sequences as counts, with the class of every token (1, -1, 0 and 2)."""
-    token_class = np.concatenate(
-        [
-            np.full(n_positive, 1),
-            np.full(n_negative, -1),
-            np.zeros(n_irrelevant, dtype=np.int64),
-            np.full(n_partial, 2),
-        ]
-    ).astype(np.int64)
+    blocks = (n_positive, n_negative, n_irrelevant, n_partial)
+    token_class = np.repeat([1, -1, 0, 2], blocks).astype(np.int64)
     counts = TokenCounts.from_sequences(seqs, token_class.size)
     return SelectionData(counts, labels, relevant, token_class)
 

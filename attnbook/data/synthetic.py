@@ -21,7 +21,6 @@ __all__ = [
     "NEGATIVE",
     "NEUTRAL",
     "MulticlassSpec",
-    "MulticlassData",
     "sample_multiclass_sequences",
 ]
 
@@ -29,7 +28,6 @@ POSITIVE, NEGATIVE, NEUTRAL = 1, -1, 0
 
 
 def _check_positions(spec: "SyntheticSpec | MulticlassSpec") -> None:
-    """The checks both specs share: lengths, rates, neutral tokens for the rest."""
     if not 1 <= spec.min_len <= spec.max_len:
         raise ValueError("lengths must satisfy 1 <= min_len <= max_len")
     rates = (spec.relevant_rate, spec.opposite_rate)
@@ -44,8 +42,8 @@ def _check_positions(spec: "SyntheticSpec | MulticlassSpec") -> None:
 def _draw_positions(
     spec: "SyntheticSpec | MulticlassSpec", n: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every sequence's length, and for each of its ``max_len`` slots whether it holds a
-    token of its own class (``own``) or of another class (``other``)."""
+    """Every sequence's length, and per slot whether it holds a token of its own class
+    (``own``) or of another class (``other``)."""
     lengths = rng.integers(spec.min_len, spec.max_len + 1, size=n)
     u = rng.random((n, spec.max_len))
     own = u < spec.relevant_rate
@@ -56,11 +54,6 @@ def _draw_positions(
 def _check_n(n: int) -> None:
     if n < 1:
         raise ValueError(f"n must be positive, got {n}")
-
-
-def _cut(tokens: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
-    """Row ``i`` of ``tokens`` cut to its length, as one sequence each."""
-    return [tokens[i, : lengths[i]].copy() for i in range(len(lengths))]
 
 
 @dataclass(frozen=True)
@@ -77,15 +70,15 @@ class SyntheticSpec:
     positive_fraction: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("n_positive", "n_negative", "n_neutral"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be non-negative")
-        if self.n_positive + self.n_negative + self.n_neutral == 0:
+        blocks = (self.n_positive, self.n_negative, self.n_neutral)
+        if min(blocks) < 0:
+            raise ValueError(
+                "n_positive, n_negative and n_neutral must be non-negative"
+            )
+        if sum(blocks) == 0:
             raise ValueError("the vocabulary is empty")
         _check_positions(self)
-        if (self.relevant_rate > 0 or self.opposite_rate > 0) and min(
-            self.n_positive, self.n_negative
-        ) == 0:
+        if self.relevant_rate + self.opposite_rate > 0 and min(blocks[:2]) == 0:
             raise ValueError(
                 "relevant positions need n_positive > 0 and n_negative > 0"
             )
@@ -99,34 +92,30 @@ class SyntheticSpec:
     @property
     def token_class(self) -> np.ndarray:
         """``(V,)`` +1 for positive, -1 for negative and 0 for neutral tokens."""
-        return np.concatenate(
-            [
-                np.full(self.n_positive, POSITIVE),
-                np.full(self.n_negative, NEGATIVE),
-                np.full(self.n_neutral, NEUTRAL),
-            ]
-        ).astype(np.int64)
+        blocks = (self.n_positive, self.n_negative, self.n_neutral)
+        return np.repeat([POSITIVE, NEGATIVE, NEUTRAL], blocks).astype(np.int64)
 
 
 @dataclass(frozen=True)
-class SampledSequences:
-    """Sampled sequences, their labels and the spec they came from."""
+class SyntheticData:
+    """Sampled sequences, their labels (+-1, or class ids) and their spec."""
 
     sequences: list[np.ndarray]
     labels: np.ndarray
     spec: "SyntheticSpec | MulticlassSpec"
 
+    @classmethod
+    def cut(
+        cls, tokens: np.ndarray, lengths: np.ndarray, labels: np.ndarray, spec: object
+    ) -> "SyntheticData":
+        """Row ``i`` of ``tokens`` cut to its length, as one sequence each."""
+        seqs = [tokens[i, : lengths[i]].copy() for i in range(len(lengths))]
+        return cls(seqs, labels, spec)
+
     @property
     def counts(self) -> TokenCounts:
         """The sequences as token counts over the spec's vocabulary."""
         return TokenCounts.from_sequences(self.sequences, self.spec.vocab_size)
-
-
-@dataclass(frozen=True)
-class SyntheticData(SampledSequences):
-    """Sampled sequences, their +-1 labels and the spec they came from."""
-
-    spec: SyntheticSpec
 
 
 def sample_sequences(
@@ -148,16 +137,15 @@ def sample_sequences(
     own_tok = np.where(positive_row, pos_tok, neg_tok)
     other_tok = np.where(positive_row, neg_tok, pos_tok)
     tokens = np.where(own, own_tok, np.where(other, other_tok, neu_tok))
-    return SyntheticData(_cut(tokens, lengths), labels, spec)
+    return SyntheticData.cut(tokens, lengths, labels, spec)
 
 
 # --------------------------------------------------------------------------- K classes
 @dataclass(frozen=True)
 class MulticlassSpec:
     """K-class analogue of :class:`SyntheticSpec`: ``n_classes`` blocks of
-    ``n_per_class`` tokens (block ``k`` for class ``k``), then ``n_neutral`` neutral
-    tokens; a sequence draws its class uniformly, then its positions as in the module
-    docstring (an other-class token from a uniform other block)."""
+    ``n_per_class`` tokens, then ``n_neutral`` neutral tokens; classes uniform, an
+    other-class token from a uniform other block."""
 
     n_classes: int = 4
     n_per_class: int = 10
@@ -181,25 +169,14 @@ class MulticlassSpec:
     @property
     def token_class(self) -> np.ndarray:
         """``(V,)`` the class of every class token, ``-1`` for neutral tokens."""
-        return np.concatenate(
-            [
-                np.repeat(np.arange(self.n_classes), self.n_per_class),
-                np.full(self.n_neutral, -1),
-            ]
-        ).astype(np.int64)
-
-
-@dataclass(frozen=True)
-class MulticlassData(SampledSequences):
-    """Sampled sequences, their class ids in ``{0, ..., K-1}`` and their spec."""
-
-    spec: MulticlassSpec
+        classes = np.repeat(np.arange(self.n_classes), self.n_per_class)
+        return np.concatenate([classes, np.full(self.n_neutral, -1)]).astype(np.int64)
 
 
 def sample_multiclass_sequences(
     spec: MulticlassSpec, n: int, rng: np.random.Generator
-) -> MulticlassData:
-    """Draw ``n`` labelled sequences from ``spec`` with ``rng``."""
+) -> SyntheticData:
+    """Draw ``n`` labelled sequences (class ids ``0 .. K-1``) from ``spec``."""
     _check_n(n)
     K, m = spec.n_classes, spec.n_per_class
     labels = rng.integers(0, K, size=n).astype(np.int64)
@@ -214,4 +191,4 @@ def sample_multiclass_sequences(
         labels[:, None] * m + in_block,
         np.where(other, other_class * m + in_block, neutral),
     )
-    return MulticlassData(_cut(tokens, lengths), labels, spec)
+    return SyntheticData.cut(tokens, lengths, labels, spec)

@@ -1,9 +1,4 @@
-"""One gradient step on the embeddings, exact, for the binary and the K-class model.
-
-Binary model: the step moves every row along ``v`` and ``p`` only, ``E_s^1 = E_s^0 +
-eta (c_v[s] v + c_p[s] p)`` (:func:`one_step_coefficients`); K-class model: the
-per-class signed frequency ``gamma`` predicts ``E_s^1 . v_k`` (chapter 2 derives
-both)."""
+"""One exact gradient step on the embeddings, binary and K-class model (chapter 2)."""
 
 from __future__ import annotations
 
@@ -13,10 +8,7 @@ import numpy as np
 import torch
 
 from attnbook.engine.counts import TokenCounts, as_token_counts, token_counts_over
-from attnbook.models.count_engine import (
-    count_heads_output,
-    row_terms,
-)
+from attnbook.models.count_engine import count_heads_output, row_terms
 from attnbook.models.losses import logistic_loss
 from attnbook.models.multiclass import as_class_labels, cross_entropy_loss
 from attnbook.validation import (
@@ -78,10 +70,7 @@ def _coefficients(
     counts: TokenCounts,
     y: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`one_step_coefficients` of checked, detached arguments."""
-    terms = row_terms(
-        E, p, v[:, None], counts, check_input=False
-    )  # relative to each row's top
+    terms = row_terms(E, p, v[:, None], counts, check_input=False)
     rows, tok, pi = terms.rows, terms.tokens, terms.pi
     b_tok = terms.B[tok, 0]
     f = torch.zeros_like(terms.gap[:, 0]).index_add(0, rows, pi * b_tok)
@@ -102,9 +91,8 @@ def one_gradient_step(
     *,
     method: str = "closed_form",
 ) -> torch.Tensor:
-    """``E - eta grad_E L`` for the binary model (one full-batch step on ``E`` only), by
-    the rank-two formula (``method="closed_form"``) or ``"autograd"``; a new ``(V,
-    d)``."""
+    """``E - eta grad_E L`` (binary model, a new ``(V, d)``), by the rank-two formula
+    or by ``method="autograd"``."""
     eta = check_positive_real(eta, "step size eta")
     E, p, v = _params(params, "v")
     if method not in ("closed_form", "autograd"):
@@ -123,8 +111,7 @@ def one_gradient_step(
 def one_gradient_step_multiclass(
     params: Mapping[str, torch.Tensor], counts: object, labels: object, eta: float
 ) -> torch.Tensor:
-    """``E - eta grad_E L`` for the K-class model (head ``params["W"]`` ``(d, K)``,
-    cross-entropy on class ids); a new ``(V, d)``."""
+    """``E - eta grad_E L`` for the K-class model (head ``params["W"]`` ``(d, K)``)."""
     eta = check_positive_real(eta, "step size eta")
     E, p, W = _params(params, "W")
     check_head_matrix(W, E)
@@ -143,18 +130,16 @@ def class_signed_frequency(
 ) -> torch.Tensor:
     """``(V, K)`` float64: ``gamma_sk = (1/n) sum_i (n_s(X_i) / T_i) (1{y_i = k} -
     1/K)``."""
-    n_classes = check_count(n_classes, "n_classes", minimum=2)
+    K = check_count(n_classes, "n_classes", minimum=2)
     counts = as_token_counts(counts, vocab_size).to("cpu")
-    y = as_class_labels(labels, int(n_classes), counts.n_sequences)
-    rows = counts.row_ids
+    n, rows = counts.n_sequences, counts.row_ids
+    y = as_class_labels(labels, K, n)
     share = counts.counts.to(torch.float64) / counts.lengths.to(torch.float64)[rows]
-    target = torch.full(
-        (counts.n_sequences, int(n_classes)), -1.0 / n_classes, dtype=torch.float64
-    )
-    target[torch.arange(counts.n_sequences), y] += 1.0
-    gamma = torch.zeros(vocab_size, int(n_classes), dtype=torch.float64)
+    target = torch.full((n, K), -1.0 / K, dtype=torch.float64)
+    target[torch.arange(n), y] += 1.0
+    gamma = torch.zeros(vocab_size, K, dtype=torch.float64)
     gamma.index_add_(0, counts.token_ids, share[:, None] * target[rows])
-    return gamma / counts.n_sequences
+    return gamma / n
 
 
 def predicted_class_alignment(

@@ -1,5 +1,5 @@
-"""The initialization of the one-step lemma and the statistics that compare a step
-with it: the Pearson correlation and the value the lemma's noise model predicts."""
+"""The one-step lemma's initialization, and the Pearson correlation its noise model
+predicts."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import math
 import numpy as np
 import torch
 
-from attnbook.models.parameters import init_parameters
-from attnbook.validation import check_count, check_finite_real
+from attnbook.validation import check_count, check_finite_real, check_float_dtype
 
 __all__ = [
     "init_one_step",
@@ -30,10 +29,8 @@ def init_one_step(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The lemma's initialization, without gradients: ``E`` with std ``init_scale /
-    sqrt(d)``, ``p`` with ``cls_scale / sqrt(d)`` (drawn at unit scale, then
-    multiplied), the head ``v`` (d,), or ``W`` (d, K) for ``n_classes = K``, with
-    ``head_scale / sqrt(d)``."""
+    """``E``, ``p`` and ``v`` (or ``W`` (d, K) for ``n_classes = K``) with stds
+    ``init_scale``, ``cls_scale`` and ``head_scale`` over ``sqrt(d)``, no gradients."""
     scales = dict(init_scale=init_scale, head_scale=head_scale, cls_scale=cls_scale)
     for name, value in scales.items():
         check_finite_real(value, name)
@@ -41,27 +38,15 @@ def init_one_step(
         raise ValueError(
             "init_scale and head_scale must be positive, cls_scale non-negative"
         )
+    V, d = check_count(vocab_size, "vocab_size"), check_count(dim, "dim")
+    check_float_dtype(dtype)
+    head = ("v", (d,), head_scale)
     if n_classes is not None:
-        n_classes = check_count(n_classes, "n_classes", minimum=2)
-    head = ("v", (dim,)) if n_classes is None else ("W", (dim, int(n_classes)))
-
-    def layout(vocab_size: int, dim: int, scale: float) -> dict:
-        return {
-            "E": ((vocab_size, dim), scale / dim**0.5),
-            "p": ((dim,), 1.0 / dim**0.5),
-            head[0]: (head[1], head_scale / dim**0.5),
-        }
-
-    out = init_parameters(
-        vocab_size,
-        dim,
-        scale=init_scale,
-        generator=generator,
-        dtype=dtype,
-        device=device,
-        layout=layout,
-        requires_grad=False,
-    )
+        head = ("W", (d, check_count(n_classes, "n_classes", minimum=2)), head_scale)
+    out = {}
+    for name, shape, scale in (("E", (V, d), init_scale), ("p", (d,), 1.0), head):
+        draw = torch.randn(shape, generator=generator, dtype=dtype) * (scale / d**0.5)
+        out[name] = draw.to(device)
     out["p"] = out["p"] * cls_scale
     return out
 
@@ -70,8 +55,7 @@ def predicted_pearson(
     prediction: object, init_scale: float, head_norm_sq: float, dim: int
 ) -> float:
     """The Pearson correlation of ``E^1 . v`` with ``prediction`` when the only noise is
-    ``E^0_s . v ~ N(0, init_scale^2 ||v||^2 / d)``: ``sd(pred) / sqrt(sd(pred)^2 +
-    init_scale^2 ||v||^2 / d)``."""
+    ``E^0_s . v ~ N(0, init_scale^2 ||v||^2 / d)``."""
     pred = np.asarray(prediction, dtype=np.float64).ravel()
     dim = check_count(dim, "dim")
     if (

@@ -143,14 +143,12 @@ def test_vocabulary_and_encoding_equal_the_reference(min_df):
     vocab = Vocabulary.build(TRAIN, min_df)
     assert vocab.tokens == tokens and np.array_equal(vocab.document_frequency, df)
     assert vocab.document_frequency.dtype == np.int64 and vocab.min_df == min_df
-    assert same_vocabulary(
-        vocab, Vocabulary.from_tokenized(TokenizedTexts.of(TRAIN), min_df)
-    )
+    assert same_vocabulary(vocab, Vocabulary.build(TokenizedTexts.of(TRAIN), min_df))
     for texts in (TRAIN, TEST):
         counts, kept, n_tokens, n_dropped = reference_encoding(tokens, texts)
         for enc in (
             vocab.encode(texts, drop_empty=True),
-            vocab.encode_tokenized(TokenizedTexts.of(texts), drop_empty=True),
+            vocab.encode(TokenizedTexts.of(texts), drop_empty=True),
         ):
             assert same_counts(enc.counts, counts)
             assert np.array_equal(enc.kept, kept)
