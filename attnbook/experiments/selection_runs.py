@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnbook.theory.flow import FlowPath
-from attnbook.theory.flow_analysis import (
+from attnbook.theory.flow import (
+    FlowPath,
     limit_selection,
     pair_derivatives,
     path_summary,
@@ -22,7 +22,7 @@ from attnbook.theory.max_margin import (
     kkt_residuals,
     max_margin_solution,
 )
-from attnbook.theory.two_token import reduced_flow, reduced_rest_point
+from attnbook.theory.selection_map import reduced_flow, reduced_rest_point
 
 __all__ = [
     "multipliers",

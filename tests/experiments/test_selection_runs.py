@@ -28,8 +28,11 @@ from attnbook.experiments.selection_runs import (
     theorem_row,
     two_relevant_row,
 )
-from attnbook.theory.flow import batched_gradient_flow
-from attnbook.theory.flow_analysis import one_step_flows, one_step_setting
+from attnbook.theory.flow import (
+    batched_gradient_flow,
+    one_step_flows,
+    one_step_setting,
+)
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.max_margin import max_margin_solution
 

@@ -10,8 +10,9 @@ from attnbook.theory.max_margin import (
     kkt_residuals,
     max_margin_direction,
     max_margin_solution,
+    selection_constraints,
+    selection_sets,
 )
-from attnbook.theory.selections import selection_constraints, selection_sets
 
 # Tokens 0 = (2, 0), 1 = (0, 1), 2 = (0, 0), 3 = (-1, 0).
 E_TOY = torch.tensor(
