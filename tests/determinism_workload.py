@@ -17,7 +17,7 @@ from attnbook.models.mlp_head import PooledIndex, init_mlp_head, mlp_attention_o
 from attnbook.models.training import fit
 from attnbook.models.two_layer import init_two_layer, two_layer_output
 from attnbook.runtime import seed_everything
-from attnbook.theory.flow import batched_gradient_flow, one_step_problem
+from attnbook.theory.flow import batched_gradient_flow, one_step_setting
 from attnbook.theory.max_margin import max_margin_solution
 from attnbook.theory.selection_map import collapse_threshold, value_map
 
@@ -69,7 +69,7 @@ def main() -> str:
     ]
     problems, selected, directions = [], [], []
     for seed, inst in enumerate(instances):
-        E1, v, p0 = one_step_problem(inst, 32, 1.0, seed=seed)
+        E1, v, p0 = one_step_setting(inst, 32, 1.0, seed=seed)
         sol = max_margin_solution(E1, inst.counts, inst.important)
         add(sol.p, E1, v)
         problems.append((E1, v, inst.counts, inst.labels, p0))

@@ -13,7 +13,6 @@ from attnbook.theory.flow import (
     FlowPath,
     limit_selection,
     pair_derivatives,
-    path_summary,
     unselected_mass,
     value_gap,
 )
@@ -27,7 +26,6 @@ from attnbook.theory.selection_map import reduced_flow, reduced_rest_point
 __all__ = [
     "multipliers",
     "separable",
-    "class_table",
     "theorem_row",
     "along_across",
     "two_relevant_row",
@@ -36,7 +34,6 @@ __all__ = [
     "reduction_row",
     "outcome_table",
     "not_monotone",
-    "map_counts",
 ]
 
 
@@ -56,19 +53,6 @@ def separable(E: torch.Tensor, sequences: object, selected: object) -> bool:
     return True
 
 
-def class_table(alpha: np.ndarray, token_class: np.ndarray) -> pd.DataFrame:
-    """Tokens and range of ``alpha_s`` per class (+1, -1, 0)."""
-    classes = (1, -1, 0)
-    return pd.DataFrame(
-        {
-            "class": ["completely positive", "completely negative", "irrelevant"],
-            "tokens": [(token_class == c).sum() for c in classes],
-            "alpha (min)": [alpha[token_class == c].min() for c in classes],
-            "alpha (max)": [alpha[token_class == c].max() for c in classes],
-        }
-    )
-
-
 def theorem_row(
     instance,
     E1: torch.Tensor,
@@ -77,15 +61,33 @@ def theorem_row(
     path: FlowPath,
     late_from: float,
 ) -> dict[str, float]:
-    """The implicit-bias theorem's hypotheses and conclusions on one instance."""
+    """The implicit-bias theorem's hypotheses and conclusions on one instance (a path
+    recorded with its selection and direction): over the late checkpoints (``log t >=
+    late_from``) ``max_rel_increase`` of ``1 - cos(p, p_mm)``, ``slope_ratio`` (slope
+    of ``||p||`` in ``log t`` over ``||p_mm||``), ``angle_exponent`` (``1 - cos ~ (log
+    t)^-k``)."""
     p_end = torch.as_tensor(path.p[-1], device=E1.device)
     counts, important = instance.counts, instance.important
+    cos = path.cosines(solution.p)
+    with np.errstate(divide="ignore"):
+        log_t = np.log(path.t)
+    late = log_t >= late_from
+    if late.sum() < 3:
+        raise ValueError(f"fewer than 3 checkpoints with log t >= {late_from}")
+    gap = 1.0 - cos[late]
+    slope = np.polyfit(log_t[late], path.norms[late], 1)[0]
+    k = -np.polyfit(np.log(log_t[late]), np.log(np.maximum(gap, 1e-300)), 1)[0]
     return {
         "value gap": value_gap(E1, v, counts, instance.labels, important).min(),
         "||p_mm||": np.linalg.norm(solution.p),
         "support": int(solution.support.sum()),
         "KKT residual": max(kkt_residuals(solution).values()),
-        **path_summary(path, solution.p, late_from),
+        "cos_end": float(cos[-1]),
+        "max_rel_increase": float((np.diff(gap) / gap[:-1]).max()),
+        "slope_ratio": float(slope / np.linalg.norm(solution.p)),
+        "angle_exponent": float(k),
+        "min_mass": float(path.selected_mass[-1].min()),
+        "min_grad_along": float(path.grad_along.min()),
         "other mass (max)": unselected_mass(E1, p_end, counts, important).max(),
         "steps": path.steps,
     }
@@ -217,42 +219,3 @@ def not_monotone(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
             )
     columns = [*by, "outcomes", "values", "fails above a selection at"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def map_counts(
-    regime: pd.DataFrame,
-    *,
-    in_map: pd.Series,
-    moved: pd.Series,
-    above: pd.Series,
-    below: pd.Series,
-    random_part: pd.Series,
-    vocab_size: int,
-) -> dict[str, float]:
-    """The counts the regime map's text reads, from the chapter's masks of its runs."""
-    selects = regime["outcome"] == "selects"
-    in_band = in_map & moved & ~above & ~below
-    lost = regime[(regime["outcome"] == "collapses") & in_map]
-    random_start = lost[lost["p(0)"] == "random"]
-    low_d = regime["dim"] < vocab_size
-    agree = low_d & regime["hypothesis"] & ((regime["Q"] > 1) == selects)
-    p0_sign = random_start["lost_sign"] == -np.sign(random_start["p0_dot_v"])
-    return {
-        "runs": len(regime),
-        "above": int(above.sum()),
-        "below": int(below.sum()),
-        "random_part": int(random_part.sum()),
-        "in_band": int(in_band.sum()),
-        "in_band_select": int((selects & in_band).sum()),
-        "slice_runs": int((~regime["main"] & in_map & (above | below)).sum()),
-        "collapsed": len(lost),
-        "p0_sign_agrees": float(p0_sign.mean()),
-        "random_collapsed": len(random_start),
-        "undecided": int((regime["outcome"] == "undecided").sum()),
-        "loses_part": int((regime["outcome"] == "loses part").sum()),
-        "second_stage": int((regime["stage"] == 2).sum()),
-        "hypothesis_fails": int((~regime["hypothesis"]).sum()),
-        "low_d": int(low_d.sum()),
-        "low_d_agree": int(agree.sum()),
-        "low_d_hyp": int((low_d & regime["hypothesis"]).sum()),
-    }

@@ -22,6 +22,7 @@ from attnbook.theory.one_step import one_gradient_step
 from attnbook.validation import (
     as_signed_labels,
     check_count,
+    check_finite,
     check_finite_real,
     check_positive_real,
 )
@@ -34,10 +35,8 @@ __all__ = [
     "unselected_mass",
     "limit_selection",
     "one_step_setting",
-    "one_step_problem",
     "one_step_flows",
     "value_gap",
-    "path_summary",
     "pair_derivatives",
 ]
 
@@ -60,10 +59,7 @@ class FlowProblem:
             raise ValueError("E must be a (V, d) tensor")
         if not isinstance(v, torch.Tensor) or v.shape != (E.shape[1],):
             raise ValueError(f"v must be a ({E.shape[1]},) tensor")
-        if not bool(torch.isfinite(E).all()):
-            raise ValueError("E has non-finite entries (nan or inf)")
-        if not bool(torch.isfinite(v).all()):
-            raise ValueError("v has non-finite entries (nan or inf)")
+        check_finite(E=E, v=v)
         self.device = E.device
         self.E = E.detach().to(torch.float64)
         self.v = v.detach().to(device=self.device, dtype=torch.float64)
@@ -76,10 +72,6 @@ class FlowProblem:
         self.tok = self.counts.token_ids
         self.cnt = self.counts.counts.to(torch.float64)
         self.n = self.counts.n_sequences
-
-    @property
-    def dim(self) -> int:
-        return self.E.shape[1]
 
     def attention(self, p: torch.Tensor) -> torch.Tensor:
         """Attention mass of every stored entry at ``p`` (stable at any ``||p||``)."""
@@ -238,11 +230,6 @@ class FlowBatch:
         floor = ROUNDING_FLOOR * weight * (old["spread"] + new["spread"])
         return (terms * self.row_mask).sum(1), (floor * self.row_mask).sum(1)
 
-    def rejects(self, old: dict, new: dict) -> torch.Tensor:
-        """``(B,)`` bool: whether the step raises the loss beyond its rounding."""
-        change, floor = self.loss_change(old, new)
-        return change > floor
-
 
 def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a`` where the problem's ``cond`` (B,) holds, else ``b``."""
@@ -306,8 +293,9 @@ def batched_gradient_flow(
             raise ValueError(f"problems[{i}] must be (E, v, sequences, labels, p0)")
         E, v, seqs, labels, p0 = item
         pr = FlowProblem(E, v, seqs, labels)
-        if not isinstance(p0, torch.Tensor) or p0.shape != (pr.dim,):
-            raise ValueError(f"problems[{i}]: p0 must be a ({pr.dim},) tensor")
+        d = pr.E.shape[1]
+        if not isinstance(p0, torch.Tensor) or p0.shape != (d,):
+            raise ValueError(f"problems[{i}]: p0 must be a ({d},) tensor")
         if not bool(torch.isfinite(p0).all()):
             raise ValueError(f"problems[{i}]: p0 has non-finite entries")
         built.append(pr)
@@ -349,7 +337,8 @@ def batched_gradient_flow(
         h = torch.where(active, torch.minimum(step * (t0 + t), t_end - t), 0.0)
         c_new = c - h[:, None] * st["grad"]
         new = batch.state(c_new)
-        reject = active & batch.rejects(st, new)
+        change, floor = batch.loss_change(st, new)  # a rise beyond rounding: rejected
+        reject = active & (change > floor)
         accept = active & ~reject
         if bool(accept.all()):  # every selection below would be the identity
             streak, c, t, st = streak + 1, c_new, t + h, new
@@ -475,10 +464,9 @@ def limit_selection(
 
 
 class OneStepSetting(NamedTuple):
-    """The embeddings before (``E0``) and after (``E1``) the step, the head ``v`` and
-    the initial ``<cls>`` vector ``p0``."""
+    """The embeddings after the step, the head ``v`` and the initial ``<cls>`` vector
+    ``p0``."""
 
-    E0: torch.Tensor
     E1: torch.Tensor
     v: torch.Tensor
     p0: torch.Tensor
@@ -510,15 +498,7 @@ def one_step_setting(
     params["E"] = params["E"] * embed_scale
     params["p"] = params["p"] * cls_scale
     E1 = one_gradient_step(params, counts, data.labels, eta)
-    return OneStepSetting(params["E"], E1.detach(), params["v"], params["p"])
-
-
-def one_step_problem(
-    data: object, dim: int, eta: float, **setting
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(E1, v, p0)`` of :func:`one_step_setting`."""
-    s = one_step_setting(data, dim, eta, **setting)
-    return s.E1, s.v, s.p0
+    return OneStepSetting(E1.detach(), params["v"], params["p"])
 
 
 def value_gap(
@@ -545,38 +525,6 @@ def value_gap(
         if rest.size:
             out[i] = (y[i] * b[sel]).min() - (y[i] * b[rest]).max()
     return out
-
-
-def path_summary(
-    path: FlowPath, p_mm: torch.Tensor | np.ndarray, late_from: float
-) -> dict[str, float]:
-    """Statistics of a flow path against the max-margin direction ``p_mm`` over its
-    late checkpoints (``log t >= late_from``): ``cos_end``, ``max_rel_increase`` of
-    ``1 - cos``, ``slope_ratio`` (slope of ``||p||`` in ``log t`` over ``||p_mm||``),
-    ``angle_exponent`` (``1 - cos ~ (log t)^-k``), ``min_mass``, ``min_grad_along``."""
-    q = p_mm.detach().cpu().double() if isinstance(p_mm, torch.Tensor) else p_mm
-    q = np.asarray(q, dtype=float)
-    cos = path.cosines(q)
-    with np.errstate(divide="ignore"):
-        log_t = np.log(path.t)
-    late = log_t >= late_from
-    if late.sum() < 3:
-        raise ValueError(f"fewer than 3 checkpoints with log t >= {late_from}")
-    gap = 1.0 - cos[late]
-    slope = np.polyfit(log_t[late], path.norms[late], 1)[0]
-    k = -np.polyfit(np.log(log_t[late]), np.log(np.maximum(gap, 1e-300)), 1)[0]
-    return {
-        "cos_end": float(cos[-1]),
-        "max_rel_increase": float((np.diff(gap) / gap[:-1]).max()),
-        "slope_ratio": float(slope / np.linalg.norm(q)),
-        "angle_exponent": float(k),
-        "min_mass": float(path.selected_mass[-1].min())
-        if path.selected_mass.size
-        else float("nan"),
-        "min_grad_along": float(path.grad_along.min())
-        if path.grad_along.size
-        else float("nan"),
-    }
 
 
 def pair_derivatives(
@@ -609,11 +557,11 @@ def one_step_flows(
     log_t_max: float,
     selected: Sequence[object] | None = None,
     device: torch.device | str | None = None,
-) -> tuple[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], list[FlowPath]]:
-    """For every data set of ``instances``, :func:`one_step_problem` drawn with seed
+) -> tuple[list[OneStepSetting], list[FlowPath]]:
+    """For every data set of ``instances``, :func:`one_step_setting` drawn with seed
     ``seed0 + i``, and the flows of all of them as one batch."""
     settings = [
-        one_step_problem(inst, dim, eta, seed=seed0 + i, device=device)
+        one_step_setting(inst, dim, eta, seed=seed0 + i, device=device)
         for i, inst in enumerate(instances)
     ]
     problems = [

@@ -19,7 +19,6 @@ __all__ = [
     "selection_constraints",
     "MaxMarginSolution",
     "max_margin_solution",
-    "max_margin_direction",
     "kkt_residuals",
 ]
 
@@ -256,17 +255,6 @@ def _infeasibility_certificate(U: np.ndarray) -> np.ndarray | None:
             if np.linalg.norm(U.T @ weights) <= 1e-10:
                 return weights
     return None
-
-
-def max_margin_direction(
-    E: torch.Tensor, sequences: object, selected: object
-) -> torch.Tensor:
-    """``p_mm`` as a ``(d,)`` tensor of ``E``'s dtype and device; ``ValueError`` when no
-    ``p`` separates the selection."""
-    sol = max_margin_solution(E, sequences, selected)
-    if isinstance(E, torch.Tensor):
-        return torch.as_tensor(sol.p, dtype=E.dtype, device=E.device)
-    return torch.as_tensor(sol.p, dtype=torch.float64)
 
 
 def kkt_residuals(solution: MaxMarginSolution) -> dict[str, float]:

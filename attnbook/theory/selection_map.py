@@ -17,6 +17,18 @@ from attnbook.data.selection import SelectionData
 from attnbook.theory.flow import batched_gradient_flow, one_step_setting, value_gap
 from attnbook.theory.frequency import average_signed_frequency
 
+__all__ = [
+    "reduced_slope",
+    "collapse_threshold",
+    "reduced_rest_point",
+    "rest_point_mass",
+    "reduced_flow",
+    "classify_outcome",
+    "decided_outcome",
+    "value_map",
+    "boundary_brackets",
+]
+
 
 # ---- the two-token reduction: on data built in pairs with E0 = 0 the loss depends only
 # on the score gap u of the positive relevant tokens, phi_B(u) = [l(B pi(u)) +
@@ -319,15 +331,3 @@ def boundary_brackets(runs, values: str = "value"):
                 }
             )
     return pd.DataFrame(rows).set_index("ratio_scale")
-
-
-def ratio_constants(brackets, threshold: float):
-    """Per ratio ``r`` of :func:`boundary_brackets`, ``c_r = r (1 - boundary /
-    threshold)`` (the boundary at ``threshold (1 - c / r)``) and its half-width."""
-    if not (np.isfinite(threshold) and threshold > 0):
-        raise ValueError(f"threshold must be a positive number, got {threshold!r}")
-    r = brackets.index.to_numpy(dtype=float)
-    out = brackets[[]].copy()
-    out["c_r"] = r * (1.0 - brackets["boundary"].to_numpy(dtype=float) / threshold)
-    out["c_half_width"] = r * brackets["half_width"].to_numpy(dtype=float) / threshold
-    return out

@@ -16,8 +16,6 @@ from attnbook.data.selection import (
 )
 from attnbook.experiments.selection_runs import (
     along_across,
-    class_table,
-    map_counts,
     multipliers,
     not_monotone,
     outcome_table,
@@ -51,15 +49,6 @@ def test_multipliers_of_the_problem_solved_by_hand():
 def test_a_contradictory_selection_is_not_separable():
     assert separable(E_HAND, [[0, 2]], [0])
     assert not separable(E_HAND, [[0, 1], [0, 1]], [0, 1])
-
-
-def test_class_table_counts_and_ranges():
-    table = class_table(
-        np.array([0.5, 0.3, -0.2, 0.0, 0.0]), np.array([1, 1, -1, 0, 0])
-    )
-    assert table["tokens"].tolist() == [2, 1, 2]
-    assert table["alpha (min)"].tolist() == [0.3, -0.2, 0.0]
-    assert table["alpha (max)"].tolist() == [0.5, -0.2, 0.0]
 
 
 def test_along_across_at_the_nearest_checkpoint():
@@ -148,47 +137,6 @@ def test_reduction_row_matches_the_reduced_flow():
     assert list(row)[:2] == ["value B", "u(0)"]
     assert row["value B"] == pytest.approx(2.0 * float(setting.v @ setting.v))
     assert row["u(end), flow on p"] == pytest.approx(row["u(end), reduced"], abs=0.02)
-
-
-def test_map_counts_reads_the_masks_of_the_chapter():
-    regime = pd.DataFrame(
-        {
-            "outcome": ["selects", "collapses", "selects", "undecided"],
-            "Q": [1.5, 0.5, 1.01, 1.0],
-            "dim": [256, 256, 64, 256],
-            "hypothesis": [True, True, True, False],
-            "main": [True, False, True, True],
-            "p(0)": ["random"] * 4,
-            "lost_sign": [0, -1, 0, 0],
-            "p0_dot_v": [0.0, 0.3, 0.0, 0.0],
-            "stage": [1, 2, 1, 1],
-            "ratio_scale": [2.0, 2.0, 2.0, 0.5],
-        }
-    )
-    in_map = regime["hypothesis"] & (regime["dim"] >= 100)
-    moved = regime["ratio_scale"] >= 2.0
-    above = in_map & moved & (regime["Q"] >= 1.1)
-    below = in_map & moved & (regime["Q"] <= 0.9)
-    counts = map_counts(
-        regime,
-        in_map=in_map,
-        moved=moved,
-        above=above,
-        below=below,
-        random_part=in_map & (regime["ratio_scale"] <= 1.0),
-        vocab_size=100,
-    )
-    assert (counts["runs"], counts["above"], counts["below"]) == (4, 1, 1)
-    assert (counts["in_band"], counts["random_part"], counts["slice_runs"]) == (0, 0, 1)
-    assert (counts["collapsed"], counts["p0_sign_agrees"]) == (1, 1.0)
-    assert (counts["undecided"], counts["second_stage"]) == (1, 1)
-    assert counts["loses_part"] == 0
-    assert (counts["hypothesis_fails"], counts["low_d"], counts["low_d_hyp"]) == (
-        1,
-        1,
-        1,
-    )
-    assert counts["low_d_agree"] == 1  # Q > 1 and it selects
 
 
 def test_not_monotone_lists_a_failure_above_a_selection():

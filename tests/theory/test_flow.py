@@ -13,11 +13,11 @@ from attnbook.theory.flow import (
     FlowProblem,
     gradient_flow,
     limit_selection,
-    one_step_problem,
+    one_step_setting,
     unselected_mass,
     value_gap,
 )
-from attnbook.theory.max_margin import max_margin_direction
+from attnbook.theory.max_margin import max_margin_solution
 
 from conftest import random_problem
 
@@ -114,16 +114,16 @@ def test_tie_toy_symmetric_and_broken():
     v = torch.tensor([1.0, 1.0], dtype=F64)
     seqs = [[0, 1, 2]]
     sym = gradient_flow(E, v, seqs, [1], torch.zeros(2, dtype=F64), log_t_max=30.0)
-    p_mm = max_margin_direction(E, seqs, [{0, 1}])
-    np.testing.assert_allclose(p_mm.numpy(), [1.0, 1.0], atol=1e-7)
+    p_mm = max_margin_solution(E, seqs, [{0, 1}]).p
+    np.testing.assert_allclose(p_mm, [1.0, 1.0], atol=1e-7)
     assert sym.cosines(p_mm)[-1] > 1 - 1e-12
     assert [s.tolist() for s in limit_selection(E, p_final(sym), seqs)] == [[0, 1]]
     broken = gradient_flow(
         E, v, seqs, [1], torch.tensor([0.3, -0.2], dtype=F64), log_t_max=30.0
     )
     assert [s.tolist() for s in limit_selection(E, p_final(broken), seqs)] == [[0]]
-    p_a = max_margin_direction(E, seqs, [0])
-    np.testing.assert_allclose(p_a.numpy(), [1.0, 0.0], atol=1e-7)
+    p_a = max_margin_solution(E, seqs, [0]).p
+    np.testing.assert_allclose(p_a, [1.0, 0.0], atol=1e-7)
     assert broken.cosines(p_a)[-1] > 0.99
 
 
@@ -136,9 +136,9 @@ def test_small_one_step_instance_converges():
         length=5,
         rng=np.random.default_rng(0),
     )
-    E1, v, p0 = one_step_problem(data, 64, 40.0, seed=0)
+    E1, v, p0 = one_step_setting(data, 64, 40.0, seed=0)
     assert value_gap(E1, v, data.counts, data.labels, data.important).min() > 0
-    p_mm = max_margin_direction(E1, data.counts, data.important)
+    p_mm = torch.as_tensor(max_margin_solution(E1, data.counts, data.important).p)
     path = gradient_flow(
         E1,
         v,

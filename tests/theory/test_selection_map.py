@@ -15,7 +15,6 @@ from attnbook.theory.selection_map import (
     classify_outcome,
     collapse_threshold,
     decided_outcome,
-    ratio_constants,
     reduced_flow,
     reduced_rest_point,
     reduced_slope,
@@ -160,19 +159,6 @@ def test_value_map_and_boundary():
     assert list(brackets.index) == [2.0]  # r = 8 has one outcome only
     assert brackets.loc[2.0, "boundary"] == 2.0
     assert brackets.loc[2.0, "half_width"] == 1.0
-
-
-def test_ratio_constants():
-    brackets = pd.DataFrame(
-        {"boundary": [3.0, 3.5], "half_width": [0.1, 0.2]},
-        index=pd.Index([2.0, 4.0], name="ratio_scale"),
-    )
-    constants = ratio_constants(brackets, 4.0)
-    # c_r = r (1 - boundary / B_c): 2 (1 - 3/4) = 0.5 and 4 (1 - 3.5/4) = 0.5
-    assert constants["c_r"].to_numpy() == pytest.approx([0.5, 0.5])
-    assert constants["c_half_width"].to_numpy() == pytest.approx([0.05, 0.2])
-    with pytest.raises(ValueError, match="threshold"):
-        ratio_constants(brackets, 0.0)
 
 
 def test_decided_outcome_needs_a_settled_end():
