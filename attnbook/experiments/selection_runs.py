@@ -27,13 +27,11 @@ __all__ = [
     "multipliers",
     "separable",
     "theorem_row",
-    "along_across",
     "two_relevant_row",
     "pair_derivative_rows",
     "partial_row",
     "reduction_row",
     "outcome_table",
-    "not_monotone",
 ]
 
 
@@ -91,14 +89,6 @@ def theorem_row(
         "other mass (max)": unselected_mass(E1, p_end, counts, important).max(),
         "steps": path.steps,
     }
-
-
-def along_across(path: FlowPath, p_mm: np.ndarray, log_t: float) -> tuple[float, float]:
-    """``p(t)``'s component along ``p_mm`` and distance from its axis, at ``log_t``."""
-    k = int(np.argmin(np.abs(np.log(np.maximum(path.t, 1e-300)) - log_t)))
-    unit = p_mm / np.linalg.norm(p_mm)
-    along = float(path.p[k] @ unit)
-    return along, float(np.linalg.norm(path.p[k] - along * unit))
 
 
 def two_relevant_row(
@@ -194,28 +184,3 @@ def outcome_table(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     below the spread), value down, ``columns`` across."""
     marks = runs.sort_values("seed").groupby(["value_scale", *columns])["mark"]
     return marks.agg("".join).unstack(columns).fillna("")
-
-
-def not_monotone(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """The groups of ``runs`` along ``by`` where a run that does not select lies above
-    one that selects (undecided runs left out)."""
-    rows = []
-    decided = runs[runs["outcome"] != "undecided"]
-    for keys, part in decided.sort_values("value").groupby(list(by)):
-        kept = (part["outcome"] == "selects").to_numpy()
-        first = int(np.argmax(kept)) if kept.any() else len(kept)
-        late = ~kept & (np.arange(len(kept)) > first)
-        if late.any():
-            keys = keys if isinstance(keys, tuple) else (keys,)
-            rows.append(
-                {
-                    **dict(zip(by, keys)),
-                    "outcomes": "".join(o[0].upper() for o in part["outcome"]),
-                    "values": ", ".join(f"{b:.2f}" for b in part["value"]),
-                    "fails above a selection at": ", ".join(
-                        f"{b:.2f}" for b in part["value"].to_numpy()[late]
-                    ),
-                }
-            )
-    columns = [*by, "outcomes", "values", "fails above a selection at"]
-    return pd.DataFrame(rows, columns=columns)

@@ -14,7 +14,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
-from attnbook.engine.counts import TokenCounts, as_token_counts
+from attnbook.engine.counts import as_token_counts
 from attnbook.engine.segments import row_shift, segment_sum
 from attnbook.models.parameters import init_parameters
 from attnbook.theory.max_margin import selection_sets
@@ -63,9 +63,7 @@ class FlowProblem:
         self.device = E.device
         self.E = E.detach().to(torch.float64)
         self.v = v.detach().to(device=self.device, dtype=torch.float64)
-        self.counts: TokenCounts = as_token_counts(sequences, E.shape[0]).to(
-            self.device
-        )
+        self.counts = as_token_counts(sequences, E.shape[0]).to(self.device)
         self.y = as_signed_labels(labels, self.counts.n_sequences).to(self.device)
         self.b = self.E @ self.v
         self.rows = self.counts.row_ids
@@ -132,8 +130,7 @@ class FlowPath:
     def cosines(self, direction: torch.Tensor | np.ndarray) -> np.ndarray:
         """``cos(p(t), direction)`` at every checkpoint (0 where ``p(t) = 0``)."""
         q = direction
-        q = q.detach().cpu().double() if isinstance(q, torch.Tensor) else q
-        q = np.asarray(q, dtype=float)
+        q = np.asarray(q.detach().cpu() if isinstance(q, torch.Tensor) else q, float)
         norms = self.norms * np.linalg.norm(q)
         return np.divide(self.p @ q, norms, out=np.zeros(len(self.p)), where=norms > 0)
 
@@ -392,19 +389,10 @@ def _paths(batch, p0s, marks, steps, rejected, selected, times) -> list[FlowPath
         k = Q.shape[1]
         p = p0.cpu().numpy()[None, :] + cs[keep, i, :k] @ Q.T
         n_i = int((batch.y[i] != 0).sum())
-        out.append(
-            FlowPath(
-                t=ts[keep, i],
-                p=p,
-                loss=losses[keep, i],
-                selected_mass=masses[keep, i, :n_i]
-                if selected[i] is not None
-                else np.zeros((0, n_i)),
-                steps=int(steps[i]),
-                rejected=int(rejected[i]),
-                grad_along=alongs[keep, i] if bool(batch.Eq[i].any()) else np.zeros(0),
-            )
-        )
+        mass = masses[keep, i, :n_i] if selected[i] is not None else np.zeros((0, n_i))
+        along = alongs[keep, i] if bool(batch.Eq[i].any()) else np.zeros(0)
+        step_counts = int(steps[i]), int(rejected[i])
+        out.append(FlowPath(ts[keep, i], p, losses[keep, i], mass, *step_counts, along))
     return out
 
 

@@ -160,11 +160,8 @@ def decided_outcome(path, labels: np.ndarray, log_t_end: float, settle: float) -
     last = classify_outcome(path.selected_mass[-1], labels)
     with np.errstate(divide="ignore"):
         k = int(np.argmin(np.abs(np.log(path.t) - (log_t_end - settle))))
-    return (
-        last
-        if classify_outcome(path.selected_mass[k], labels) == last
-        else ("undecided")
-    )
+    same = classify_outcome(path.selected_mass[k], labels) == last
+    return last if same else "undecided"
 
 
 def _run_map(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,9 +13,7 @@ from attnbook.data.selection import (
     two_relevant_data,
 )
 from attnbook.experiments.selection_runs import (
-    along_across,
     multipliers,
-    not_monotone,
     outcome_table,
     pair_derivative_rows,
     partial_row,
@@ -49,14 +45,6 @@ def test_multipliers_of_the_problem_solved_by_hand():
 def test_a_contradictory_selection_is_not_separable():
     assert separable(E_HAND, [[0, 2]], [0])
     assert not separable(E_HAND, [[0, 1], [0, 1]], [0, 1])
-
-
-def test_along_across_at_the_nearest_checkpoint():
-    path = SimpleNamespace(
-        t=np.array([0.0, np.e, np.e**2]), p=np.array([[0, 1], [3, 4], [6, 8]]) * 1.0
-    )
-    assert along_across(path, np.array([2.0, 0.0]), 1.2) == (3.0, 4.0)
-    assert along_across(path, np.array([0.0, 1.0]), 5.0) == (8.0, 6.0)
 
 
 def test_outcome_table_one_letter_per_instance():
@@ -137,21 +125,3 @@ def test_reduction_row_matches_the_reduced_flow():
     assert list(row)[:2] == ["value B", "u(0)"]
     assert row["value B"] == pytest.approx(2.0 * float(setting.v @ setting.v))
     assert row["u(end), flow on p"] == pytest.approx(row["u(end), reduced"], abs=0.02)
-
-
-def test_not_monotone_lists_a_failure_above_a_selection():
-    runs = pd.DataFrame(
-        {
-            "ratio_scale": [2.0] * 4 + [4.0] * 3,
-            "seed": [1] * 7,
-            "value": [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0],
-            "outcome": ["collapses", "selects", "collapses", "selects"]
-            + ["collapses", "undecided", "selects"],
-        }
-    )
-    rows = not_monotone(runs, ["ratio_scale", "seed"])
-    assert len(rows) == 1  # r = 4 is monotone once the undecided run is left out
-    row = rows.iloc[0]
-    assert (row["ratio_scale"], row["outcomes"]) == (2.0, "CSCS")
-    assert row["fails above a selection at"] == "3.00"
-    assert not_monotone(runs[runs["ratio_scale"] == 4.0], ["seed"]).empty
