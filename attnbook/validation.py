@@ -41,15 +41,13 @@ T = TypeVar("T")
 
 
 class ArgumentTypeError(TypeError, ValueError):
-    """An argument of the wrong type or dtype. It is both a ``TypeError`` and a
-    ``ValueError``, so that code catching either (the book's checks catch
-    ``ValueError`` for every bad input) sees it."""
+    """An argument of the wrong type or dtype (a ``ValueError`` too: the book's checks
+    catch ``ValueError`` for every bad input)."""
 
 
 # ---------------------------------------------------------------------- numbers
 def check_instance(value: object, kind: type[T], name: str) -> T:
-    """``value`` if it is a ``kind``; raise :class:`ArgumentTypeError` naming ``name``
-    otherwise."""
+    """``value`` if it is a ``kind``, else :class:`ArgumentTypeError` naming it."""
     if not isinstance(value, kind):
         raise ArgumentTypeError(
             f"{name} must be a {kind.__name__}, got {type(value).__name__}"
@@ -58,8 +56,7 @@ def check_instance(value: object, kind: type[T], name: str) -> T:
 
 
 def check_count(value: object, name: str, minimum: int = 1) -> int:
-    """``value`` as an ``int`` if it is an integer (not a bool) of at least ``minimum``;
-    raise naming ``name`` otherwise."""
+    """``value`` as an ``int`` if it is an integer (not a bool) >= ``minimum``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ArgumentTypeError(
             f"{name} must be an integer, got {type(value).__name__} {value!r}"
@@ -73,9 +70,8 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
 def check_positive_real(
     value: object, name: str, what: str = "a positive finite number"
 ) -> float:
-    """``value`` as a ``float`` if it is a real number (not a bool), positive and
-    finite; raise ``ValueError`` naming ``name`` (and saying it must be ``what``)
-    otherwise."""
+    """``value`` as a ``float`` if it is a positive finite real (not a bool); else a
+    ``ValueError`` saying ``name`` must be ``what``."""
     if (
         isinstance(value, (bool, np.bool_))
         or not isinstance(value, numbers.Real)
@@ -86,8 +82,7 @@ def check_positive_real(
 
 
 def check_finite_real(value: object, name: str) -> float:
-    """``value`` as a ``float`` if it is a finite real number (not a bool); raise
-    naming ``name`` otherwise."""
+    """``value`` as a ``float`` if it is a finite real number (not a bool)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
     if not math.isfinite(value):
@@ -116,8 +111,7 @@ def check_float_dtype(dtype: object, name: str = "dtype") -> torch.dtype:
 
 
 def check_float_tensor(t: object, name: str) -> torch.Tensor:
-    """``t`` if it is a dense float32 or float64 torch tensor; raise
-    :class:`ArgumentTypeError` naming it otherwise."""
+    """``t`` if it is a dense float32 or float64 torch tensor."""
     if not isinstance(t, torch.Tensor):
         raise ArgumentTypeError(
             f"{name} must be a torch tensor, got {type(t).__name__}"
@@ -132,8 +126,7 @@ def check_float_tensor(t: object, name: str) -> torch.Tensor:
 
 
 def check_finite(**tensors: torch.Tensor) -> None:
-    """Raise ``ValueError`` naming the first of ``tensors`` (given by keyword) that
-    holds NaN or infinity (one pass over each)."""
+    """Raise ``ValueError`` naming the first of ``tensors`` that holds NaN or inf."""
     for name, t in tensors.items():
         bad = ~torch.isfinite(t.detach())
         if bool(bad.any()):
@@ -145,11 +138,9 @@ def check_finite(**tensors: torch.Tensor) -> None:
 
 
 def check_finite_scores(scores: torch.Tensor, **inputs: torch.Tensor) -> None:
-    """Raise ``ValueError`` when ``scores``, computed from ``inputs`` (by keyword), hold
-    NaN or infinity: naming the input that does, or saying that the scores overflow.
-
-    A model's scores ``E @ p`` touch every entry of ``E``, so checking them (a ``(V,)``
-    array) finds a NaN or infinity in ``E`` without a pass over ``E`` itself."""
+    """Raise ``ValueError`` when ``scores`` computed from ``inputs`` hold NaN or inf,
+    naming the input at fault or saying they overflow (the scores ``E @ p`` touch every
+    entry of ``E``: checking them spares a pass over ``E``)."""
     if bool(torch.isfinite(scores).all()):
         return
     check_finite(**inputs)
@@ -161,9 +152,8 @@ def check_finite_scores(scores: torch.Tensor, **inputs: torch.Tensor) -> None:
 
 # ------------------------------------------------------------ model parameters
 def check_parameters(E: object, p: object, v: object) -> None:
-    """Raise ``ValueError`` unless ``E`` is (V, d) and ``p``, ``v`` are (d,) float
-    tensors of one dtype (float32 or float64) on one device (a wrong type or dtype
-    raises :class:`ArgumentTypeError`)."""
+    """Raise unless ``E`` is (V, d) and ``p``, ``v`` are (d,) float tensors of one
+    dtype on one device."""
     E, p, v = (check_float_tensor(t, n) for n, t in (("E", E), ("p", p), ("v", v)))
     if E.ndim != 2 or E.shape[0] == 0 or E.shape[1] == 0:
         raise ValueError(
@@ -187,8 +177,7 @@ def check_parameters(E: object, p: object, v: object) -> None:
 
 def check_head_matrix(W: object, E: torch.Tensor) -> None:
     """Raise unless ``W`` is a ``(d, K)`` float tensor, ``K >= 1``, with ``E``'s ``d``
-    (``E`` itself, and the dtype and device they share, are checked by
-    :func:`check_parameters` with ``W[:, 0]``)."""
+    (dtype and device: :func:`check_parameters` with ``W[:, 0]``)."""
     W = check_float_tensor(W, "W")
     if W.ndim != 2 or W.shape[1] == 0:
         raise ValueError(f"W must be a (d, K) tensor with K >= 1, got {tuple(W.shape)}")
@@ -203,10 +192,9 @@ def check_parameter_dict(
     shapes: Callable[[int], dict[str, tuple[int, ...]]],
     model: str,
 ) -> None:
-    """Raise ``ValueError`` unless ``params`` holds a float32/float64 ``E`` of shape (V,
-    d) and, for every ``name, shape`` in ``shapes(d)``, a tensor of that shape with
-    ``E``'s dtype and device. ``model`` names the model in the messages (``"MLP-head"``,
-    ``"two-layer"``)."""
+    """Raise unless ``params`` holds a float ``E`` (V, d) and, for every ``name, shape``
+    of ``shapes(d)``, a tensor of that shape, dtype and device (``model`` names the
+    model in the messages)."""
     if not isinstance(params, Mapping):
         raise ArgumentTypeError(
             f"{model} parameters must be a mapping of names to tensors, got "
@@ -236,8 +224,7 @@ def check_parameter_dict(
 def check_vocabulary(
     built_for: int, vocab_size: int, name: str = "counts", *, plural: bool = False
 ) -> None:
-    """Raise ``ValueError`` unless a corpus structure ``name`` (a plural noun when
-    ``plural``) built for a vocabulary of ``built_for`` tokens matches the
+    """Raise unless a structure ``name`` built for ``built_for`` tokens matches the
     ``vocab_size`` rows of ``E``."""
     if built_for != vocab_size:
         raise ValueError(
@@ -247,7 +234,7 @@ def check_vocabulary(
 
 
 def _as_int_array(seq: object, index: int) -> np.ndarray:
-    """One sequence as a 1-D int64 NumPy array, with a clear error for anything else."""
+    """One sequence as a 1-D int64 array."""
     if isinstance(seq, torch.Tensor):
         if (
             seq.dtype.is_floating_point
@@ -273,8 +260,10 @@ def _as_int_array(seq: object, index: int) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def _sequence_list(sequences: object) -> Sequence:
-    """``sequences`` if it is a non-empty list (or tuple) of sequences."""
+def check_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
+    """The sequences as int64 arrays, after checking they are a non-empty list of
+    non-empty 1-D integer sequences with ids in ``[0, vocab_size)`` (a positive
+    ``int``, such as the rows of a checked ``E``)."""
     if isinstance(sequences, (np.ndarray, torch.Tensor)) or not isinstance(
         sequences, Sequence
     ):
@@ -284,12 +273,6 @@ def _sequence_list(sequences: object) -> Sequence:
         )
     if len(sequences) == 0:
         raise ValueError("sequences is empty: at least one sequence is needed")
-    return sequences
-
-
-def _token_arrays(sequences: Sequence, vocab_size: int) -> list[np.ndarray]:
-    """The sequences as int64 arrays, after checking each is non-empty, 1-D, of
-    integers in ``[0, vocab_size)``."""
     arrays = [_as_int_array(seq, i) for i, seq in enumerate(sequences)]
     for i, arr in enumerate(arrays):
         if arr.size == 0:
@@ -307,31 +290,16 @@ def _token_arrays(sequences: Sequence, vocab_size: int) -> list[np.ndarray]:
 
 
 def validate_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
-    """Check a list of token-id sequences and return them as int64 arrays.
-
-    Raises ``ValueError`` for a non-list, an empty list, a non-integer or non-1-D
-    sequence, an empty sequence, or a token id outside ``[0, vocab_size)``.
-    """
-    sequences = _sequence_list(sequences)
-    return _token_arrays(sequences, check_count(vocab_size, "vocab_size"))
-
-
-def check_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
-    """:func:`validate_sequences` for a ``vocab_size`` known to be a positive ``int``
-    (the rows of a checked ``E``): the sequences alone are checked."""
-    return _token_arrays(_sequence_list(sequences), vocab_size)
+    """:func:`check_sequences` after checking ``vocab_size`` is a positive integer."""
+    return check_sequences(sequences, check_count(vocab_size, "vocab_size"))
 
 
 # ----------------------------------------------------------------------- labels
 def as_signed_labels(
     labels: object, n: int | None = None, *, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
-    """Labels as a float tensor of +-1, after checking they are all in {-1, +1}.
-
-    ``n``, when given, is the number of sequences the labels must match. Labels in {0,
-    1} are refused on purpose: convert them with ``2 * label - 1`` where the data is
-    loaded (:func:`attnbook.data.corpus.signed_from_binary`).
-    """
+    """Labels as a float tensor of +-1, one per sequence when ``n`` is given; {0, 1}
+    labels are refused (map them with ``2 * y - 1`` where the data is loaded)."""
     if isinstance(labels, torch.Tensor):
         y = labels.detach()
     else:
@@ -357,9 +325,8 @@ def as_signed_labels(
 
 
 def check_outputs_and_labels(f: object, y: object) -> torch.Tensor:
-    """Check that ``f`` is a 1-D float tensor and ``y`` holds one label in {-1, +1} per
-    entry of ``f`` (same shape when a tensor); return the labels as a tensor of ``f``'s
-    dtype on its device."""
+    """The labels ``y`` (one +-1 per entry of the 1-D float outputs ``f``) as a tensor
+    of ``f``'s dtype on its device."""
     f = check_float_tensor(f, "f")
     shape = tuple(getattr(y, "shape", (len(y),) if hasattr(y, "__len__") else ()))
     if tuple(f.shape) != shape:

@@ -17,11 +17,9 @@ from attnbook.models.mlp_head import PooledIndex, init_mlp_head, mlp_attention_o
 from attnbook.models.training import fit
 from attnbook.models.two_layer import init_two_layer, two_layer_output
 from attnbook.runtime import seed_everything
-from attnbook.theory.flow import batched_gradient_flow
-from attnbook.theory.flow_analysis import one_step_problem
+from attnbook.theory.flow import batched_gradient_flow, one_step_setting
 from attnbook.theory.max_margin import max_margin_solution
-from attnbook.theory.selection_map import selection_map, value_map
-from attnbook.theory.two_token import collapse_threshold
+from attnbook.theory.selection_map import collapse_threshold, value_map
 
 digest = hashlib.sha256()
 
@@ -71,7 +69,7 @@ def main() -> str:
     ]
     problems, selected, directions = [], [], []
     for seed, inst in enumerate(instances):
-        E1, v, p0 = one_step_problem(inst, 32, 1.0, seed=seed)
+        E1, v, p0 = one_step_setting(inst, 32, 1.0, seed=seed)
         sol = max_margin_solution(E1, inst.counts, inst.important)
         add(sol.p, E1, v)
         problems.append((E1, v, inst.counts, inst.labels, p0))
@@ -81,17 +79,6 @@ def main() -> str:
         problems, log_t_max=8.0, selected=selected, directions=directions
     ):
         add(path.p[-1], path.selected_mass[-1])
-    regime = selection_map(
-        instances,
-        embed_scales=[1.0, 0.2],
-        dims=[16],
-        cls_scales=[0.01],
-        eta=1.0,
-        log_t_max=20.0,
-        dtau=0.1,
-        seed_offset=7,
-    )
-    add(regime.select_dtypes("number").to_numpy())
     regime = value_map(
         instances,
         [dict(values=[0.5, 4.0], ratios=[1.0, 8.0], dims=[16], cls_scales=[0.01])],

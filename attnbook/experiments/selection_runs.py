@@ -9,11 +9,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnbook.theory.flow import FlowPath
-from attnbook.theory.flow_analysis import (
+from attnbook.theory.flow import (
+    FlowPath,
     limit_selection,
     pair_derivatives,
-    path_summary,
     unselected_mass,
     value_gap,
 )
@@ -22,21 +21,17 @@ from attnbook.theory.max_margin import (
     kkt_residuals,
     max_margin_solution,
 )
-from attnbook.theory.two_token import reduced_flow, reduced_rest_point
+from attnbook.theory.selection_map import reduced_flow, reduced_rest_point
 
 __all__ = [
     "multipliers",
     "separable",
-    "class_table",
     "theorem_row",
-    "along_across",
     "two_relevant_row",
     "pair_derivative_rows",
     "partial_row",
     "reduction_row",
     "outcome_table",
-    "not_monotone",
-    "map_counts",
 ]
 
 
@@ -56,19 +51,6 @@ def separable(E: torch.Tensor, sequences: object, selected: object) -> bool:
     return True
 
 
-def class_table(alpha: np.ndarray, token_class: np.ndarray) -> pd.DataFrame:
-    """Tokens and range of ``alpha_s`` per class (+1, -1, 0)."""
-    classes = (1, -1, 0)
-    return pd.DataFrame(
-        {
-            "class": ["completely positive", "completely negative", "irrelevant"],
-            "tokens": [(token_class == c).sum() for c in classes],
-            "alpha (min)": [alpha[token_class == c].min() for c in classes],
-            "alpha (max)": [alpha[token_class == c].max() for c in classes],
-        }
-    )
-
-
 def theorem_row(
     instance,
     E1: torch.Tensor,
@@ -77,26 +59,36 @@ def theorem_row(
     path: FlowPath,
     late_from: float,
 ) -> dict[str, float]:
-    """The implicit-bias theorem's hypotheses and conclusions on one instance."""
+    """The implicit-bias theorem's hypotheses and conclusions on one instance (a path
+    recorded with its selection and direction): over the late checkpoints (``log t >=
+    late_from``) ``max_rel_increase`` of ``1 - cos(p, p_mm)``, ``slope_ratio`` (slope
+    of ``||p||`` in ``log t`` over ``||p_mm||``), ``angle_exponent`` (``1 - cos ~ (log
+    t)^-k``)."""
     p_end = torch.as_tensor(path.p[-1], device=E1.device)
     counts, important = instance.counts, instance.important
+    cos = path.cosines(solution.p)
+    with np.errstate(divide="ignore"):
+        log_t = np.log(path.t)
+    late = log_t >= late_from
+    if late.sum() < 3:
+        raise ValueError(f"fewer than 3 checkpoints with log t >= {late_from}")
+    gap = 1.0 - cos[late]
+    slope = np.polyfit(log_t[late], path.norms[late], 1)[0]
+    k = -np.polyfit(np.log(log_t[late]), np.log(np.maximum(gap, 1e-300)), 1)[0]
     return {
         "value gap": value_gap(E1, v, counts, instance.labels, important).min(),
         "||p_mm||": np.linalg.norm(solution.p),
         "support": int(solution.support.sum()),
         "KKT residual": max(kkt_residuals(solution).values()),
-        **path_summary(path, solution.p, late_from),
+        "cos_end": float(cos[-1]),
+        "max_rel_increase": float((np.diff(gap) / gap[:-1]).max()),
+        "slope_ratio": float(slope / np.linalg.norm(solution.p)),
+        "angle_exponent": float(k),
+        "min_mass": float(path.selected_mass[-1].min()),
+        "min_grad_along": float(path.grad_along.min()),
         "other mass (max)": unselected_mass(E1, p_end, counts, important).max(),
         "steps": path.steps,
     }
-
-
-def along_across(path: FlowPath, p_mm: np.ndarray, log_t: float) -> tuple[float, float]:
-    """``p(t)``'s component along ``p_mm`` and distance from its axis, at ``log_t``."""
-    k = int(np.argmin(np.abs(np.log(np.maximum(path.t, 1e-300)) - log_t)))
-    unit = p_mm / np.linalg.norm(p_mm)
-    along = float(path.p[k] @ unit)
-    return along, float(np.linalg.norm(path.p[k] - along * unit))
 
 
 def two_relevant_row(
@@ -192,67 +184,3 @@ def outcome_table(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     below the spread), value down, ``columns`` across."""
     marks = runs.sort_values("seed").groupby(["value_scale", *columns])["mark"]
     return marks.agg("".join).unstack(columns).fillna("")
-
-
-def not_monotone(runs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """The groups of ``runs`` along ``by`` where a run that does not select lies above
-    one that selects (undecided runs left out)."""
-    rows = []
-    decided = runs[runs["outcome"] != "undecided"]
-    for keys, part in decided.sort_values("value").groupby(list(by)):
-        kept = (part["outcome"] == "selects").to_numpy()
-        first = int(np.argmax(kept)) if kept.any() else len(kept)
-        late = ~kept & (np.arange(len(kept)) > first)
-        if late.any():
-            keys = keys if isinstance(keys, tuple) else (keys,)
-            rows.append(
-                {
-                    **dict(zip(by, keys)),
-                    "outcomes": "".join(o[0].upper() for o in part["outcome"]),
-                    "values": ", ".join(f"{b:.2f}" for b in part["value"]),
-                    "fails above a selection at": ", ".join(
-                        f"{b:.2f}" for b in part["value"].to_numpy()[late]
-                    ),
-                }
-            )
-    columns = [*by, "outcomes", "values", "fails above a selection at"]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def map_counts(
-    regime: pd.DataFrame,
-    *,
-    in_map: pd.Series,
-    moved: pd.Series,
-    above: pd.Series,
-    below: pd.Series,
-    random_part: pd.Series,
-    vocab_size: int,
-) -> dict[str, float]:
-    """The counts the regime map's text reads, from the chapter's masks of its runs."""
-    selects = regime["outcome"] == "selects"
-    in_band = in_map & moved & ~above & ~below
-    lost = regime[(regime["outcome"] == "collapses") & in_map]
-    random_start = lost[lost["p(0)"] == "random"]
-    low_d = regime["dim"] < vocab_size
-    agree = low_d & regime["hypothesis"] & ((regime["Q"] > 1) == selects)
-    p0_sign = random_start["lost_sign"] == -np.sign(random_start["p0_dot_v"])
-    return {
-        "runs": len(regime),
-        "above": int(above.sum()),
-        "below": int(below.sum()),
-        "random_part": int(random_part.sum()),
-        "in_band": int(in_band.sum()),
-        "in_band_select": int((selects & in_band).sum()),
-        "slice_runs": int((~regime["main"] & in_map & (above | below)).sum()),
-        "collapsed": len(lost),
-        "p0_sign_agrees": float(p0_sign.mean()),
-        "random_collapsed": len(random_start),
-        "undecided": int((regime["outcome"] == "undecided").sum()),
-        "loses_part": int((regime["outcome"] == "loses part").sum()),
-        "second_stage": int((regime["stage"] == 2).sum()),
-        "hypothesis_fails": int((~regime["hypothesis"]).sum()),
-        "low_d": int(low_d.sum()),
-        "low_d_agree": int(agree.sum()),
-        "low_d_hyp": int((low_d & regime["hypothesis"]).sum()),
-    }

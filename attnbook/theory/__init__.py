@@ -1,7 +1,3 @@
 """The theory's closed forms and their numerical counterparts: the average signed
-frequency, the one gradient step and its prediction, the max-margin selection problem,
-the gradient flow on the ``<cls>`` vector (:mod:`~attnbook.theory.flow`) and what its
-paths say, the map of where it selects, and its two-token reduction.
-
-Layer: above :mod:`attnbook.models`; imports the engine, data and models layers.
-"""
+frequency, the one gradient step, the max-margin selection problem, the gradient flow on
+the ``<cls>`` vector and the map of where it selects (layer above the models)."""

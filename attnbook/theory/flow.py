@@ -1,35 +1,43 @@
 """Gradient flow on the ``<cls>`` vector ``p`` with ``E`` and ``v`` frozen: the
-problem's data (:class:`FlowProblem`), the recorded path (:class:`FlowPath`) and the
-integrator (:func:`batched_gradient_flow`, many independent flows as one tensor
-program; :func:`gradient_flow`, the batch of one): explicit Euler steps in logarithmic
-time ``tau = log(1 + t / t0)``, computed relative to each sequence's top-scoring token
-so that they stay exact at any ``||p||`` (chapter 3 derives them).
-"""
+problem's data (:class:`FlowProblem`), the recorded path (:class:`FlowPath`), the
+integrator (:func:`batched_gradient_flow`: explicit Euler steps in logarithmic time
+``tau = log(1 + t / t0)``, relative to each sequence's top-scoring token so that they
+stay exact at any ``||p||``), what a path says, and the setting of the theorem (one step
+from a seeded initialization, then the flow)."""
 
 from __future__ import annotations
 
 import bisect
-import numbers
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import torch
 
-from attnbook.engine.counts import TokenCounts, as_token_counts
+from attnbook.engine.counts import as_token_counts
 from attnbook.engine.segments import row_shift, segment_sum
-from attnbook.theory.selections import selection_sets
-from attnbook.validation import as_signed_labels
+from attnbook.models.parameters import init_parameters
+from attnbook.theory.max_margin import selection_sets
+from attnbook.theory.one_step import one_gradient_step
+from attnbook.validation import (
+    as_signed_labels,
+    check_count,
+    check_finite,
+    check_finite_real,
+    check_positive_real,
+)
 
 __all__ = [
     "FlowProblem",
     "FlowPath",
-    "FlowBatch",
     "batched_gradient_flow",
     "gradient_flow",
-    "default_t0",
-    "finite_number",
-    "ROUNDING_FLOOR",
+    "unselected_mass",
+    "limit_selection",
+    "one_step_setting",
+    "one_step_flows",
+    "value_gap",
+    "pair_derivatives",
 ]
 
 F64 = torch.float64
@@ -51,26 +59,17 @@ class FlowProblem:
             raise ValueError("E must be a (V, d) tensor")
         if not isinstance(v, torch.Tensor) or v.shape != (E.shape[1],):
             raise ValueError(f"v must be a ({E.shape[1]},) tensor")
-        if not bool(torch.isfinite(E).all()):
-            raise ValueError("E has non-finite entries (nan or inf)")
-        if not bool(torch.isfinite(v).all()):
-            raise ValueError("v has non-finite entries (nan or inf)")
+        check_finite(E=E, v=v)
         self.device = E.device
         self.E = E.detach().to(torch.float64)
         self.v = v.detach().to(device=self.device, dtype=torch.float64)
-        self.counts: TokenCounts = as_token_counts(sequences, E.shape[0]).to(
-            self.device
-        )
+        self.counts = as_token_counts(sequences, E.shape[0]).to(self.device)
         self.y = as_signed_labels(labels, self.counts.n_sequences).to(self.device)
         self.b = self.E @ self.v
         self.rows = self.counts.row_ids
         self.tok = self.counts.token_ids
         self.cnt = self.counts.counts.to(torch.float64)
         self.n = self.counts.n_sequences
-
-    @property
-    def dim(self) -> int:
-        return self.E.shape[1]
 
     def attention(self, p: torch.Tensor) -> torch.Tensor:
         """Attention mass of every stored entry at ``p`` (stable at any ``||p||``)."""
@@ -79,17 +78,14 @@ class FlowProblem:
         w = self.cnt * row_shift(a_tok, self.rows, self.n)[1]
         return w / segment_sum(w, self.rows, self.n)[self.rows]
 
-    def positions(self) -> torch.Tensor:
-        """``(nnz,)`` the position of every stored entry within its sequence."""
-        entry = torch.arange(self.tok.numel(), device=self.device)
-        return entry - self.counts.indptr.to(self.device)[self.rows]
-
     def padded(
         self, mask: torch.Tensor | None, m: int
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Token ids, counts and selection flags (``mask``, one per stored entry) in an
         ``(n, m)`` layout (padding: token 0 with count 0)."""
-        n, pos, f64 = self.n, self.positions(), torch.float64
+        n, f64 = self.n, torch.float64
+        pos = torch.arange(self.tok.numel(), device=self.device)  # within its sequence
+        pos = pos - self.counts.indptr.to(self.device)[self.rows]
         tok = torch.zeros(n, m, dtype=torch.int64, device=self.device)
         cnt = torch.zeros(n, m, dtype=f64, device=self.device)
         sel = torch.zeros(n, m, dtype=f64, device=self.device)
@@ -112,16 +108,12 @@ class FlowProblem:
         )
         return torch.from_numpy(mask).to(self.device)
 
-    def per_sequence(self, entries: torch.Tensor) -> np.ndarray:
-        """Per sequence, the sum of a value given for every stored entry."""
-        return segment_sum(entries, self.rows, self.n).cpu().numpy()
-
 
 @dataclass
 class FlowPath:
     """A flow recorded at ``K`` checkpoints: times ``t`` (``t[0] = 0``), ``p`` (K, d),
     ``loss``, ``selected_mass`` (K, n; empty without a selection), accepted and
-    rejected Euler steps, the last log-time step, and ``grad_along``."""
+    rejected Euler steps, and ``grad_along`` (``cos(-grad L, q)``)."""
 
     t: np.ndarray
     p: np.ndarray
@@ -129,7 +121,6 @@ class FlowPath:
     selected_mass: np.ndarray
     steps: int
     rejected: int
-    final_dtau: float
     grad_along: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
@@ -139,19 +130,9 @@ class FlowPath:
     def cosines(self, direction: torch.Tensor | np.ndarray) -> np.ndarray:
         """``cos(p(t), direction)`` at every checkpoint (0 where ``p(t) = 0``)."""
         q = direction
-        q = q.detach().cpu().double() if isinstance(q, torch.Tensor) else q
-        q = np.asarray(q, dtype=float)
+        q = np.asarray(q.detach().cpu() if isinstance(q, torch.Tensor) else q, float)
         norms = self.norms * np.linalg.norm(q)
         return np.divide(self.p @ q, norms, out=np.zeros(len(self.p)), where=norms > 0)
-
-
-def finite_number(x: object) -> bool:
-    """Whether ``x`` is a real finite number (Python or NumPy scalar, not a bool)."""
-    return (
-        isinstance(x, numbers.Real)
-        and not isinstance(x, bool)
-        and bool(np.isfinite(float(x)))
-    )
 
 
 def default_t0(problem: FlowProblem, dtau: float) -> float:
@@ -246,11 +227,6 @@ class FlowBatch:
         floor = ROUNDING_FLOOR * weight * (old["spread"] + new["spread"])
         return (terms * self.row_mask).sum(1), (floor * self.row_mask).sum(1)
 
-    def rejects(self, old: dict, new: dict) -> torch.Tensor:
-        """``(B,)`` bool: whether the step raises the loss beyond its rounding."""
-        change, floor = self.loss_change(old, new)
-        return change > floor
-
 
 def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a`` where the problem's ``cond`` (B,) holds, else ``b``."""
@@ -292,18 +268,11 @@ def batched_gradient_flow(
     ``n_checkpoints`` at log-spaced times, and at the end. After ``max_steps``
     iterations: ``RuntimeError``, or with ``on_max_steps="stop"`` the paths as they are.
     """
-    if not (finite_number(dtau) and dtau > 0):
-        raise ValueError(f"dtau must be a positive finite number, got {dtau!r}")
-    if not finite_number(log_t_max):
-        raise ValueError(f"log_t_max must be a finite number, got {log_t_max!r}")
-    if not (isinstance(check_every, int) and check_every >= 1):
-        raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
-    if n_checkpoints is not None and not (
-        isinstance(n_checkpoints, int) and n_checkpoints >= 1
-    ):
-        raise ValueError(
-            f"n_checkpoints must be an integer >= 1, got {n_checkpoints!r}"
-        )
+    check_positive_real(dtau, "dtau")
+    check_finite_real(log_t_max, "log_t_max")
+    check_count(check_every, "check_every")
+    if n_checkpoints is not None:
+        check_count(n_checkpoints, "n_checkpoints")
     if on_max_steps not in ("raise", "stop"):
         raise ValueError(
             f"on_max_steps must be 'raise' or 'stop', got {on_max_steps!r}"
@@ -321,8 +290,9 @@ def batched_gradient_flow(
             raise ValueError(f"problems[{i}] must be (E, v, sequences, labels, p0)")
         E, v, seqs, labels, p0 = item
         pr = FlowProblem(E, v, seqs, labels)
-        if not isinstance(p0, torch.Tensor) or p0.shape != (pr.dim,):
-            raise ValueError(f"problems[{i}]: p0 must be a ({pr.dim},) tensor")
+        d = pr.E.shape[1]
+        if not isinstance(p0, torch.Tensor) or p0.shape != (d,):
+            raise ValueError(f"problems[{i}]: p0 must be a ({d},) tensor")
         if not bool(torch.isfinite(p0).all()):
             raise ValueError(f"problems[{i}]: p0 has non-finite entries")
         built.append(pr)
@@ -330,8 +300,8 @@ def batched_gradient_flow(
     device = torch.device(device) if device is not None else built[0].device
     batch = FlowBatch(built, p0s, selected, directions, device)
     t0s = [default_t0(pr, dtau) if t is None else t for pr, t in zip(built, t0s)]
-    if not all(finite_number(t) and t > 0 for t in t0s):
-        raise ValueError(f"t0 must be positive finite numbers, got {t0s}")
+    for t in t0s:
+        check_positive_real(t, "t0")
     t0 = torch.tensor(t0s, dtype=F64, device=device)
     t_end = float(np.exp(log_t_max))
     if float(t0.max()) >= t_end:
@@ -364,7 +334,8 @@ def batched_gradient_flow(
         h = torch.where(active, torch.minimum(step * (t0 + t), t_end - t), 0.0)
         c_new = c - h[:, None] * st["grad"]
         new = batch.state(c_new)
-        reject = active & batch.rejects(st, new)
+        change, floor = batch.loss_change(st, new)  # a rise beyond rounding: rejected
+        reject = active & (change > floor)
         accept = active & ~reject
         if bool(accept.all()):  # every selection below would be the identity
             streak, c, t, st = streak + 1, c_new, t + h, new
@@ -400,10 +371,10 @@ def batched_gradient_flow(
             raise RuntimeError(f"batched_gradient_flow: {max_steps} iterations reached")
         if last != max_steps:
             record(st)
-    return _paths(batch, p0s, marks, steps, rejected, step, selected, times)
+    return _paths(batch, p0s, marks, steps, rejected, selected, times)
 
 
-def _paths(batch, p0s, marks, steps, rejected, step, selected, times) -> list[FlowPath]:
+def _paths(batch, p0s, marks, steps, rejected, selected, times) -> list[FlowPath]:
     ts, cs, losses, masses, alongs = (torch.stack(x).cpu().numpy() for x in zip(*marks))
     out = []
     for i, p0 in enumerate(p0s):
@@ -418,20 +389,10 @@ def _paths(batch, p0s, marks, steps, rejected, step, selected, times) -> list[Fl
         k = Q.shape[1]
         p = p0.cpu().numpy()[None, :] + cs[keep, i, :k] @ Q.T
         n_i = int((batch.y[i] != 0).sum())
-        out.append(
-            FlowPath(
-                t=ts[keep, i],
-                p=p,
-                loss=losses[keep, i],
-                selected_mass=masses[keep, i, :n_i]
-                if selected[i] is not None
-                else np.zeros((0, n_i)),
-                steps=int(steps[i]),
-                rejected=int(rejected[i]),
-                final_dtau=float(step[i]),
-                grad_along=alongs[keep, i] if bool(batch.Eq[i].any()) else np.zeros(0),
-            )
-        )
+        mass = masses[keep, i, :n_i] if selected[i] is not None else np.zeros((0, n_i))
+        along = alongs[keep, i] if bool(batch.Eq[i].any()) else np.zeros(0)
+        step_counts = int(steps[i]), int(rejected[i])
+        out.append(FlowPath(ts[keep, i], p, losses[keep, i], mass, *step_counts, along))
     return out
 
 
@@ -442,26 +403,159 @@ def gradient_flow(
     labels: object,
     p0: torch.Tensor,
     *,
-    log_t_max: float = 40.0,
-    dtau: float = 0.02,
     t0: float | None = None,
     n_checkpoints: int = 120,
     selected: object | None = None,
     direction: torch.Tensor | None = None,
-    max_steps: int = 200_000,
-    grow_after: int = 50,
+    **options,
 ) -> FlowPath:
-    """:func:`batched_gradient_flow` of one problem, with ``n_checkpoints`` log-spaced
-    checkpoints."""
+    """:func:`batched_gradient_flow` of one problem (``options``: its keywords), with
+    ``n_checkpoints`` log-spaced checkpoints."""
     (path,) = batched_gradient_flow(
         [(E, v, sequences, labels, p0)],
-        log_t_max=log_t_max,
-        dtau=dtau,
         t0=[t0],
         n_checkpoints=n_checkpoints,
         selected=[selected],
         directions=[direction],
-        max_steps=max_steps,
-        grow_after=grow_after,
+        **options,
     )
     return path
+
+
+def _attention_problem(E: torch.Tensor, sequences: object) -> FlowProblem:
+    """A flow problem on ``sequences`` with a zero head: only its attention is used."""
+    counts = as_token_counts(sequences, E.shape[0]).to(E.device)
+    zero = torch.zeros(E.shape[1], dtype=E.dtype, device=E.device)
+    return FlowProblem(E, zero, counts, np.ones(counts.n_sequences))
+
+
+def unselected_mass(
+    E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object
+) -> np.ndarray:
+    """Per sequence, the attention mass on the tokens *not* in ``selected[i]``, summed
+    from the small terms (exact at ``1e-30``, where ``1 - selected_mass`` is zero)."""
+    problem = _attention_problem(E, sequences)
+    mass = problem.attention(p) * ~problem.selection_mask(selected)
+    return segment_sum(mass, problem.rows, problem.n).cpu().numpy()
+
+
+def limit_selection(
+    E: torch.Tensor, p: torch.Tensor, sequences: object, threshold: float = 1e-6
+) -> list[np.ndarray]:
+    """Per sequence, the tokens whose attention mass at ``p`` is at least
+    ``threshold`` (at the end of a long flow: the tokens the limit selects)."""
+    problem = _attention_problem(E, sequences)
+    pi = problem.attention(p).cpu().numpy()
+    indptr = problem.counts.indptr.cpu().numpy()
+    toks = problem.tok.cpu().numpy()
+    return [toks[a:b][pi[a:b] >= threshold] for a, b in zip(indptr[:-1], indptr[1:])]
+
+
+class OneStepSetting(NamedTuple):
+    """The embeddings after the step, the head ``v`` and the initial ``<cls>`` vector
+    ``p0``."""
+
+    E1: torch.Tensor
+    v: torch.Tensor
+    p0: torch.Tensor
+
+
+def one_step_setting(
+    data: object,
+    dim: int,
+    eta: float,
+    *,
+    seed: int,
+    embed_scale: float = 1.0,
+    cls_scale: float = 1.0,
+    device: torch.device | str | None = None,
+) -> OneStepSetting:
+    """The setting of the implicit-bias theorem for one seed: ``E0 ~ N(0, embed_scale^2
+    / dim)``, ``p0 ~ N(0, cls_scale^2 / dim)``, ``v ~ N(0, 1 / dim)`` (drawn at unit
+    scale and multiplied: one seed, the same directions at every scale), then one
+    gradient step of size ``eta`` on ``E`` alone on ``data``."""
+    for name, value in (("embed_scale", embed_scale), ("cls_scale", cls_scale)):
+        if check_finite_real(value, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+    counts = data.counts
+    gen = torch.Generator().manual_seed(int(seed))
+    common = dict(scale=1.0, generator=gen, dtype=torch.float64, device=device)
+    params = init_parameters(counts.vocab_size, dim, names=("E",), **common)
+    params.update(init_parameters(counts.vocab_size, dim, names=("p", "v"), **common))
+    params = {k: t.detach() for k, t in params.items()}
+    params["E"] = params["E"] * embed_scale
+    params["p"] = params["p"] * cls_scale
+    E1 = one_gradient_step(params, counts, data.labels, eta)
+    return OneStepSetting(E1.detach(), params["v"], params["p"])
+
+
+def value_gap(
+    E: torch.Tensor,
+    v: torch.Tensor,
+    sequences: object,
+    labels: object,
+    selected: object,
+) -> np.ndarray:
+    """Per sequence, ``min_{a in S_i} y_i b_a - max_{s not in S_i} y_i b_s`` (``b = E
+    v``; ``+inf`` when ``X_i`` holds no other token): positive everywhere when the
+    selected tokens are the loss-optimal ones."""
+    counts = as_token_counts(sequences, E.shape[0])
+    y = as_signed_labels(labels, counts.n_sequences).numpy()
+    sets = selection_sets(selected, counts.n_sequences)
+    b = (E.detach() @ v.detach()).double().cpu().numpy()
+    indptr = counts.indptr.cpu().numpy()
+    toks = counts.token_ids.cpu().numpy()
+    out = np.full(counts.n_sequences, np.inf)
+    for i in range(counts.n_sequences):
+        present = toks[indptr[i] : indptr[i + 1]]
+        sel = np.array(sorted(sets[i]), dtype=np.int64)
+        rest = np.array([s for s in present if int(s) not in sets[i]], dtype=np.int64)
+        if rest.size:
+            out[i] = (y[i] * b[sel]).min() - (y[i] * b[rest]).max()
+    return out
+
+
+def pair_derivatives(
+    scores: object, values: object, counts: object, label: int, a: int, a2: int
+) -> dict[str, float]:
+    """The derivative of ``y f`` for one sequence (distinct tokens' ``scores``,
+    ``values``, ``counts``) along the move raising ``a_a`` and lowering ``a_a2``:
+    ``autograd``, ``general`` closed form, ``two_token`` form, and ``other_mass``."""
+    s = torch.as_tensor(np.asarray(scores, dtype=np.float64)).requires_grad_(True)
+    b = torch.as_tensor(np.asarray(values, dtype=np.float64))
+    n = torch.as_tensor(np.asarray(counts, dtype=np.float64))
+    pi = torch.softmax(s + torch.log(n), dim=0)
+    f = pi @ b
+    (grad,) = torch.autograd.grad(label * f, s)
+    pi, f = pi.detach(), float(f.detach())
+    return {
+        "autograd": float(grad[a] - grad[a2]),
+        "general": float(label * (pi[a] * (b[a] - f) - pi[a2] * (b[a2] - f))),
+        "two_token": float(2 * label * pi[a] * pi[a2] * (b[a] - b[a2])),
+        "other_mass": float(1 - pi[a] - pi[a2]),
+    }
+
+
+def one_step_flows(
+    instances: Sequence[object],
+    dim: int,
+    eta: float,
+    *,
+    seed0: int,
+    log_t_max: float,
+    selected: Sequence[object] | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[list[OneStepSetting], list[FlowPath]]:
+    """For every data set of ``instances``, :func:`one_step_setting` drawn with seed
+    ``seed0 + i``, and the flows of all of them as one batch."""
+    settings = [
+        one_step_setting(inst, dim, eta, seed=seed0 + i, device=device)
+        for i, inst in enumerate(instances)
+    ]
+    problems = [
+        (E1, v, inst.counts, inst.labels, p0)
+        for (E1, v, p0), inst in zip(settings, instances)
+    ]
+    return settings, batched_gradient_flow(
+        problems, log_t_max=log_t_max, selected=selected
+    )

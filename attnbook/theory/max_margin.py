@@ -1,40 +1,106 @@
 """The max-margin token-selection problem ``p_mm = argmin ||p||^2 / 2`` s.t. ``p .
-(E_a - E_s) >= 1`` for every sequence, selected ``a`` and other ``s``: solved with
-cvxpy and Clarabel on unit-row constraints, refined on its active set, called
-infeasible only with a Farkas certificate; :func:`kkt_residuals` checks the KKT
-conditions."""
+(E_a - E_s) >= 1`` for every sequence, selected ``a`` in ``S_i`` and other ``s``: the
+selection's constraints, the solution by cvxpy and Clarabel on unit-row constraints,
+refined on its active set, called infeasible only with a Farkas certificate, and its KKT
+residuals."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from attnbook.engine.counts import as_token_counts
-from attnbook.theory.selections import selection_constraints
+from attnbook.engine.counts import TokenCounts, as_token_counts
 
 __all__ = [
+    "selection_sets",
+    "selection_constraints",
     "MaxMarginSolution",
     "max_margin_solution",
-    "max_margin_direction",
     "kkt_residuals",
 ]
+
+
+def selection_sets(selected: object, n: int) -> list[frozenset[int]]:
+    """``selected`` (one token id or a collection of ids per sequence) as ``n`` sets."""
+    if isinstance(selected, torch.Tensor):
+        selected = selected.detach().cpu().numpy()
+    if isinstance(selected, (str, bytes)) or not isinstance(selected, Iterable):
+        raise ValueError(
+            "selected must hold one token id or a collection of ids per sequence"
+        )
+    items = list(selected)
+    if len(items) != n:
+        raise ValueError(
+            f"selected has {len(items)} entries for {n} sequences: lengths must match"
+        )
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, torch.Tensor):
+            item = item.detach().cpu().numpy()
+        elif isinstance(item, (set, frozenset)):
+            item = sorted(item)
+        ids = np.atleast_1d(np.asarray(item))
+        if ids.size == 0:
+            raise ValueError(
+                f"selected[{i}] is empty: every sequence must select a token"
+            )
+        if ids.dtype == object or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(
+                f"selected[{i}] must be integer token ids, got dtype {ids.dtype}"
+            )
+        out.append(frozenset(int(s) for s in ids.ravel()))
+    return out
+
+
+def selection_constraints(
+    counts: TokenCounts, selected: object
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct max-margin constraints ``(winners, losers, rows)``: a selected token
+    that must beat a non-selected token of a common sequence, and the first such
+    sequence."""
+    n = counts.n_sequences
+    sets = selection_sets(selected, n)
+    indptr = counts.indptr.cpu().numpy()
+    toks = counts.token_ids.cpu().numpy()
+    pairs: dict[tuple[int, int], int] = {}
+    for i in range(n):
+        present = toks[indptr[i] : indptr[i + 1]]
+        missing = sets[i] - set(present.tolist())
+        if missing:
+            raise ValueError(
+                f"selected[{i}] holds token(s) {sorted(missing)} that do not occur in "
+                f"sequence {i}"
+            )
+        losers = [int(s) for s in present if int(s) not in sets[i]]
+        for a in sorted(sets[i]):
+            for s in losers:
+                pairs.setdefault((a, s), i)
+    if not pairs:
+        raise ValueError(
+            "no constraint: every sequence selects all of its tokens, so there is "
+            "nothing to separate"
+        )
+    keys = np.array(list(pairs.keys()), dtype=np.int64)
+    return (
+        keys[:, 0],
+        keys[:, 1],
+        np.fromiter(pairs.values(), dtype=np.int64, count=len(pairs)),
+    )
 
 
 @dataclass(frozen=True)
 class MaxMarginSolution:
     """``p_mm`` (float64 numpy), the multipliers ``dual`` of the distinct constraints,
-    their rows ``E_a - E_s`` (``differences``), tokens and sequences, the solver
-    status."""
+    their rows ``E_a - E_s`` (``differences``) and tokens."""
 
     p: np.ndarray
     dual: np.ndarray
     differences: np.ndarray
     winners: np.ndarray
     losers: np.ndarray
-    rows: np.ndarray
-    status: str
 
     @property
     def margins(self) -> np.ndarray:
@@ -82,11 +148,9 @@ def max_margin_solution(
     q = cp.Variable(E_np.shape[1])
     constraint = U @ q >= c
     problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(q)), [constraint])
-    try:
+    try:  # a numerical failure is decided below, never called infeasible
         problem.solve(solver=cp.CLARABEL)
-    except (
-        cp.error.SolverError
-    ):  # a numerical failure: decided below, never called infeasible
+    except cp.error.SolverError:
         pass
     solved = (
         problem.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and q.value is not None
@@ -100,34 +164,22 @@ def max_margin_solution(
             )
         raise ValueError(
             f"the max-margin problem was not solved (solver status {problem.status}), "
-            "although "
-            "the selection is separable"
+            "although the selection is separable"
         )
-    # back to the units of E: p = q / unit, and p = D^T lambda with lambda_k = mu_k /
-    # (unit r_k)
+    # back to the units of E: p = q / unit, p = D^T lambda, lambda_k = mu_k / (unit r_k)
     p_val = np.asarray(q.value, dtype=float) / unit
     mu = np.maximum(np.asarray(constraint.dual_value, dtype=float).ravel(), 0.0)
     dual = mu / (unit * norms)
     p_val, dual = _refine(D, U, norms, p_val, dual)
-    return MaxMarginSolution(
-        p=p_val,
-        dual=dual,
-        differences=D,
-        winners=winners,
-        losers=losers,
-        rows=rows,
-        status=str(problem.status),
-    )
+    return MaxMarginSolution(p_val, dual, D, winners, losers)
 
 
 def _normalised(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """``D p >= 1`` as ``U q >= c``: ``U = D / r`` with unit rows, ``q = p * unit``
     (``unit = min r``), ``c = unit / r``; invariant to the scale of ``E`` and well
     scaled with near-tied embeddings. Returns ``(U, r, c, unit)``."""
-    big = np.abs(D).max()
-    norms = (
-        np.linalg.norm(D / big, axis=1) * big
-    )  # without overflow or underflow of squares
+    big = np.abs(D).max()  # the norms without overflow or underflow of squares
+    norms = np.linalg.norm(D / big, axis=1) * big
     U = D / norms[:, None]
     unit = float(norms.min())
     return U, norms, unit / norms, unit
@@ -203,17 +255,6 @@ def _infeasibility_certificate(U: np.ndarray) -> np.ndarray | None:
             if np.linalg.norm(U.T @ weights) <= 1e-10:
                 return weights
     return None
-
-
-def max_margin_direction(
-    E: torch.Tensor, sequences: object, selected: object
-) -> torch.Tensor:
-    """``p_mm`` as a ``(d,)`` tensor of ``E``'s dtype and device; ``ValueError`` when no
-    ``p`` separates the selection."""
-    sol = max_margin_solution(E, sequences, selected)
-    if isinstance(E, torch.Tensor):
-        return torch.as_tensor(sol.p, dtype=E.dtype, device=E.device)
-    return torch.as_tensor(sol.p, dtype=torch.float64)
 
 
 def kkt_residuals(solution: MaxMarginSolution) -> dict[str, float]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,11 +13,7 @@ from attnbook.data.selection import (
     two_relevant_data,
 )
 from attnbook.experiments.selection_runs import (
-    along_across,
-    class_table,
-    map_counts,
     multipliers,
-    not_monotone,
     outcome_table,
     pair_derivative_rows,
     partial_row,
@@ -28,8 +22,11 @@ from attnbook.experiments.selection_runs import (
     theorem_row,
     two_relevant_row,
 )
-from attnbook.theory.flow import batched_gradient_flow
-from attnbook.theory.flow_analysis import one_step_flows, one_step_setting
+from attnbook.theory.flow import (
+    batched_gradient_flow,
+    one_step_flows,
+    one_step_setting,
+)
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.max_margin import max_margin_solution
 
@@ -48,23 +45,6 @@ def test_multipliers_of_the_problem_solved_by_hand():
 def test_a_contradictory_selection_is_not_separable():
     assert separable(E_HAND, [[0, 2]], [0])
     assert not separable(E_HAND, [[0, 1], [0, 1]], [0, 1])
-
-
-def test_class_table_counts_and_ranges():
-    table = class_table(
-        np.array([0.5, 0.3, -0.2, 0.0, 0.0]), np.array([1, 1, -1, 0, 0])
-    )
-    assert table["tokens"].tolist() == [2, 1, 2]
-    assert table["alpha (min)"].tolist() == [0.3, -0.2, 0.0]
-    assert table["alpha (max)"].tolist() == [0.5, -0.2, 0.0]
-
-
-def test_along_across_at_the_nearest_checkpoint():
-    path = SimpleNamespace(
-        t=np.array([0.0, np.e, np.e**2]), p=np.array([[0, 1], [3, 4], [6, 8]]) * 1.0
-    )
-    assert along_across(path, np.array([2.0, 0.0]), 1.2) == (3.0, 4.0)
-    assert along_across(path, np.array([0.0, 1.0]), 5.0) == (8.0, 6.0)
 
 
 def test_outcome_table_one_letter_per_instance():
@@ -145,62 +125,3 @@ def test_reduction_row_matches_the_reduced_flow():
     assert list(row)[:2] == ["value B", "u(0)"]
     assert row["value B"] == pytest.approx(2.0 * float(setting.v @ setting.v))
     assert row["u(end), flow on p"] == pytest.approx(row["u(end), reduced"], abs=0.02)
-
-
-def test_map_counts_reads_the_masks_of_the_chapter():
-    regime = pd.DataFrame(
-        {
-            "outcome": ["selects", "collapses", "selects", "undecided"],
-            "Q": [1.5, 0.5, 1.01, 1.0],
-            "dim": [256, 256, 64, 256],
-            "hypothesis": [True, True, True, False],
-            "main": [True, False, True, True],
-            "p(0)": ["random"] * 4,
-            "lost_sign": [0, -1, 0, 0],
-            "p0_dot_v": [0.0, 0.3, 0.0, 0.0],
-            "stage": [1, 2, 1, 1],
-            "ratio_scale": [2.0, 2.0, 2.0, 0.5],
-        }
-    )
-    in_map = regime["hypothesis"] & (regime["dim"] >= 100)
-    moved = regime["ratio_scale"] >= 2.0
-    above = in_map & moved & (regime["Q"] >= 1.1)
-    below = in_map & moved & (regime["Q"] <= 0.9)
-    counts = map_counts(
-        regime,
-        in_map=in_map,
-        moved=moved,
-        above=above,
-        below=below,
-        random_part=in_map & (regime["ratio_scale"] <= 1.0),
-        vocab_size=100,
-    )
-    assert (counts["runs"], counts["above"], counts["below"]) == (4, 1, 1)
-    assert (counts["in_band"], counts["random_part"], counts["slice_runs"]) == (0, 0, 1)
-    assert (counts["collapsed"], counts["p0_sign_agrees"]) == (1, 1.0)
-    assert (counts["undecided"], counts["second_stage"]) == (1, 1)
-    assert counts["loses_part"] == 0
-    assert (counts["hypothesis_fails"], counts["low_d"], counts["low_d_hyp"]) == (
-        1,
-        1,
-        1,
-    )
-    assert counts["low_d_agree"] == 1  # Q > 1 and it selects
-
-
-def test_not_monotone_lists_a_failure_above_a_selection():
-    runs = pd.DataFrame(
-        {
-            "ratio_scale": [2.0] * 4 + [4.0] * 3,
-            "seed": [1] * 7,
-            "value": [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0],
-            "outcome": ["collapses", "selects", "collapses", "selects"]
-            + ["collapses", "undecided", "selects"],
-        }
-    )
-    rows = not_monotone(runs, ["ratio_scale", "seed"])
-    assert len(rows) == 1  # r = 4 is monotone once the undecided run is left out
-    row = rows.iloc[0]
-    assert (row["ratio_scale"], row["outcomes"]) == (2.0, "CSCS")
-    assert row["fails above a selection at"] == "3.00"
-    assert not_monotone(runs[runs["ratio_scale"] == 4.0], ["seed"]).empty

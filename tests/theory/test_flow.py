@@ -7,15 +7,17 @@ import torch
 from attnbook.data.selection import assumption_one_data
 from attnbook.models.attention import attention_output, token_attention
 from attnbook.models.losses import logistic_loss
-from attnbook.theory.flow import FlowBatch, FlowPath, FlowProblem, gradient_flow
-from attnbook.theory.flow_analysis import (
+from attnbook.theory.flow import (
+    FlowBatch,
+    FlowPath,
+    FlowProblem,
+    gradient_flow,
     limit_selection,
-    one_step_problem,
-    selected_mass,
+    one_step_setting,
     unselected_mass,
     value_gap,
 )
-from attnbook.theory.max_margin import max_margin_direction
+from attnbook.theory.max_margin import max_margin_solution
 
 from conftest import random_problem
 
@@ -31,7 +33,8 @@ def flow_state(prob, p):
     batch = FlowBatch([prob], [p.to(F64)], [None], [None], prob.device)
     st = batch.state(torch.zeros(1, batch.k, dtype=F64))
     st["grad"] = batch.Q[0] @ st["grad"][0]
-    st["attention"] = st["pi"][0][prob.rows, prob.positions()]
+    pos = torch.arange(prob.tok.numel()) - prob.counts.indptr[prob.rows]
+    st["attention"] = st["pi"][0][prob.rows, pos]
     return batch, st
 
 
@@ -111,16 +114,16 @@ def test_tie_toy_symmetric_and_broken():
     v = torch.tensor([1.0, 1.0], dtype=F64)
     seqs = [[0, 1, 2]]
     sym = gradient_flow(E, v, seqs, [1], torch.zeros(2, dtype=F64), log_t_max=30.0)
-    p_mm = max_margin_direction(E, seqs, [{0, 1}])
-    np.testing.assert_allclose(p_mm.numpy(), [1.0, 1.0], atol=1e-7)
+    p_mm = max_margin_solution(E, seqs, [{0, 1}]).p
+    np.testing.assert_allclose(p_mm, [1.0, 1.0], atol=1e-7)
     assert sym.cosines(p_mm)[-1] > 1 - 1e-12
     assert [s.tolist() for s in limit_selection(E, p_final(sym), seqs)] == [[0, 1]]
     broken = gradient_flow(
         E, v, seqs, [1], torch.tensor([0.3, -0.2], dtype=F64), log_t_max=30.0
     )
     assert [s.tolist() for s in limit_selection(E, p_final(broken), seqs)] == [[0]]
-    p_a = max_margin_direction(E, seqs, [0])
-    np.testing.assert_allclose(p_a.numpy(), [1.0, 0.0], atol=1e-7)
+    p_a = max_margin_solution(E, seqs, [0]).p
+    np.testing.assert_allclose(p_a, [1.0, 0.0], atol=1e-7)
     assert broken.cosines(p_a)[-1] > 0.99
 
 
@@ -133,9 +136,9 @@ def test_small_one_step_instance_converges():
         length=5,
         rng=np.random.default_rng(0),
     )
-    E1, v, p0 = one_step_problem(data, 64, 40.0, seed=0)
+    E1, v, p0 = one_step_setting(data, 64, 40.0, seed=0)
     assert value_gap(E1, v, data.counts, data.labels, data.important).min() > 0
-    p_mm = max_margin_direction(E1, data.counts, data.important)
+    p_mm = torch.as_tensor(max_margin_solution(E1, data.counts, data.important).p)
     path = gradient_flow(
         E1,
         v,
@@ -150,16 +153,16 @@ def test_small_one_step_instance_converges():
     assert path.selected_mass[-1].min() > 0.99
     assert path.cosines(p_mm)[-1] > 0.99
     assert path.grad_along.min() > 0
-    mass = selected_mass(E1, p_final(path), data.counts, data.important)
-    np.testing.assert_allclose(mass, path.selected_mass[-1], atol=1e-12)
     rest = unselected_mass(E1, p_final(path), data.counts, data.important)
+    np.testing.assert_allclose(1 - rest, path.selected_mass[-1], atol=1e-12)
     assert (
         rest > 0
     ).all() and rest.max() < 1e-6  # tiny but resolved, not rounded to zero
-    p_mid = torch.from_numpy(path.p[len(path.t) // 4])
+    mid = len(path.t) // 4
+    p_mid = torch.from_numpy(path.p[mid])
     np.testing.assert_allclose(
         unselected_mass(E1, p_mid, data.counts, data.important)
-        + selected_mass(E1, p_mid, data.counts, data.important),
+        + path.selected_mass[mid],
         1.0,
         atol=1e-14,
     )
@@ -185,7 +188,6 @@ def test_errors():
             selected_mass=np.zeros((2, 0)),
             steps=0,
             rejected=0,
-            final_dtau=0.0,
         ).cosines([1.0, 0.0]),
         [0.0, 1.0],
     )

@@ -4,14 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-import attnbook.theory.max_margin as theory
 from attnbook.engine.counts import TokenCounts
 from attnbook.theory.max_margin import (
     kkt_residuals,
-    max_margin_direction,
     max_margin_solution,
+    selection_constraints,
+    selection_sets,
 )
-from attnbook.theory.selections import selection_constraints, selection_sets
 
 # Tokens 0 = (2, 0), 1 = (0, 1), 2 = (0, 0), 3 = (-1, 0).
 E_TOY = torch.tensor(
@@ -32,16 +31,16 @@ def test_toy_by_hand():
     assert sol.support.sum() == 2
 
 
-def test_facade_and_dtype():
-    p = theory.max_margin_direction(E_TOY.float(), SEQ_TOY, SEL_TOY)
-    assert p.dtype == torch.float32 and p.shape == (2,)
-    np.testing.assert_allclose(p.numpy(), [0.5, 1.0], atol=1e-5)
+def test_a_float32_embedding():
+    p = max_margin_solution(E_TOY.float(), SEQ_TOY, SEL_TOY).p
+    assert p.dtype == np.float64 and p.shape == (2,)
+    np.testing.assert_allclose(p, [0.5, 1.0], atol=1e-5)
 
 
 def test_set_selection_by_hand():
     # sequence {0, 1, 2} selecting {0, 1}: both must beat token 2 -> p = (1/2, 1) again
-    p = max_margin_direction(E_TOY, [[0, 1, 2]], [{0, 1}])
-    np.testing.assert_allclose(p.numpy(), [0.5, 1.0], atol=1e-7)
+    p = max_margin_solution(E_TOY, [[0, 1, 2]], [{0, 1}]).p
+    np.testing.assert_allclose(p, [0.5, 1.0], atol=1e-7)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -9,8 +9,8 @@ from attnbook.engine.counts import as_token_counts
 from attnbook.theory.max_margin import (
     kkt_residuals,
     max_margin_solution,
+    selection_constraints,
 )
-from attnbook.theory.selections import selection_constraints
 
 # Rounding E * scale changes each entry by at most one ulp (1e-16 relative); the
 # solution of the scaled problem then moves by that times the problem's condition, far

@@ -233,8 +233,6 @@ def test_attention_output_checks_each_argument_once():
         check_parameters=1,  # E, p, v
         check_float_tensor=3,  # within it
         check_sequences=1,  # the sequences
-        _sequence_list=1,
-        _token_arrays=1,
         _as_int_array=len(SEQS),
     )
 

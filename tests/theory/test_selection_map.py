@@ -1,22 +1,35 @@
-"""The two-token reduction of the flow on p: its loss and slope, the collapse threshold,
-the rest point, and the reduction against the full flow at E0 = 0."""
+"""The selection map: the two-token reduction of the flow on p (its slope, the collapse
+threshold, the rest point, the reduction against the full flow at E0 = 0), the outcome
+of a run and the boundary between the outcomes."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from attnbook.data.selection import assumption_one_data
-from attnbook.theory.flow import batched_gradient_flow
-from attnbook.theory.flow_analysis import one_step_setting
+from attnbook.theory.flow import batched_gradient_flow, one_step_setting
 from attnbook.theory.frequency import average_signed_frequency
-from attnbook.theory.two_token import (
+from attnbook.theory.selection_map import (
+    boundary_brackets,
+    classify_outcome,
     collapse_threshold,
+    decided_outcome,
     reduced_flow,
-    reduced_loss,
     reduced_rest_point,
     reduced_slope,
     rest_point_mass,
+    value_map,
 )
+
+
+def reduced_loss(u, value: float, length: int) -> np.ndarray:
+    """phi_B(u) = [l(B pi(u)) + l(B pi(-u))] / 2, pi(u) = 1 / (1 + (T - 1) e^{-u})."""
+    if length < 2:
+        raise ValueError(f"length must be an integer >= 2, got {length!r}")
+    u = np.asarray(u, dtype=np.float64)
+    pi = [1 / (1 + (length - 1) * np.exp(-x)) for x in (u, -u)]
+    return 0.5 * sum(np.logaddexp(0.0, -value * q) for q in pi)
 
 
 def test_slope_is_the_derivative_of_the_loss():
@@ -67,7 +80,7 @@ def test_rest_point_mass_is_the_weaker_class_share():
 
 def test_argument_errors():
     with pytest.raises(ValueError, match="length"):
-        reduced_loss(0.0, 1.0, 1)
+        collapse_threshold(1)
     with pytest.raises(ValueError, match="value"):
         reduced_slope(0.0, -1.0, 8)
     with pytest.raises(ValueError, match="t_end"):
@@ -96,3 +109,68 @@ def test_reduction_matches_the_flow_on_p(value):
     assert torch.linalg.matrix_rank(s.E1).item() == 1
     expected = reduced_flow(u[0], measured, 8, measured**2 / float(v @ v), path.t[-1])
     assert abs(u[-1] - expected) <= 0.02  # Euler's error, of order dtau
+
+
+def _instance(seed, n_pairs=10, length=5):
+    return assumption_one_data(
+        n_pairs,
+        n_positive=2,
+        n_negative=2,
+        n_irrelevant=16,
+        length=length,
+        rng=np.random.default_rng(seed),
+    )
+
+
+def test_classify_outcome():
+    labels = [1, -1, 1, -1]
+    assert classify_outcome([0.995, 1.0, 0.999, 0.99], labels) == "selects"
+    # every negative sequence below half: the class is abandoned
+    assert classify_outcome([0.995, 0.2, 0.7, 0.1], labels) == "collapses"
+    # one negative sequence of two below half: part of a class only
+    assert classify_outcome([0.995, 0.2, 0.7, 0.6], labels) == "loses part"
+    assert classify_outcome([0.2, 0.7, 0.6, 0.3], labels) == "loses part"
+    assert classify_outcome([0.995, 0.7, 0.9, 0.6], labels) == "undecided"
+
+
+def test_value_map_and_boundary():
+    data = [_instance(seed) for seed in range(2)]
+    table = value_map(
+        data,
+        [dict(values=[0.5, 6.0], ratios=[4.0], dims=[32], cls_scales=[1.0])],
+        log_t_max=15.0,
+        settle=5.0,
+    )
+    assert len(table) == 4
+    assert set(table["outcome"]) <= {"selects", "collapses", "loses part", "undecided"}
+    # the step and the scale follow the value and the ratio
+    alpha_star = 5 / (20 * 5)  # each relevant token in 5 of 20 sequences of length 5
+    assert np.allclose(table["eta"], 2 * table["value_scale"] / alpha_star)
+    assert np.allclose(table["embed_scale"], table["value_scale"] / 4.0)
+    brackets = boundary_brackets(
+        pd.DataFrame(
+            {
+                "ratio_scale": [2.0, 2.0, 2.0, 8.0],
+                "value": [1.0, 3.0, 2.0, 1.0],
+                "outcome": ["collapses", "selects", "undecided", "collapses"],
+            }
+        )
+    )
+    assert list(brackets.index) == [2.0]  # r = 8 has one outcome only
+    assert brackets.loc[2.0, "boundary"] == 2.0
+    assert brackets.loc[2.0, "half_width"] == 1.0
+
+
+def test_decided_outcome_needs_a_settled_end():
+    data = _instance(0)
+    s = one_step_setting(data, 8, 40.0, seed=0)
+    (path,) = batched_gradient_flow(
+        [(s.E1, s.v, data.counts, data.labels, s.p0)],
+        log_t_max=12.0,
+        selected=[data.important],
+    )
+    labels = data.labels
+    end = classify_outcome(path.selected_mass[-1], labels)
+    assert decided_outcome(path, labels, 12.0, 5.0) == end
+    # a path that did not reach its end is undecided
+    assert decided_outcome(path, labels, 13.0, 5.0) == "undecided"
