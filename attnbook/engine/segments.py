@@ -92,4 +92,3 @@ def csr_rows_times(
             values[:, None] * block[indices], lengths
         )
     return out
-
