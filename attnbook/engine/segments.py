@@ -8,7 +8,6 @@ import torch
 
 __all__ = [
     "csr_rows_times",
-    "entry_dots",
     "row_shift",
     "segment_max",
     "segment_sum",
@@ -92,17 +91,4 @@ def csr_rows_times(
         out[:, j : j + block.shape[1]] = segment_sums(
             values[:, None] * block[indices], lengths
         )
-    return out
-
-
-def entry_dots(
-    Z: torch.Tensor, E: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor
-) -> torch.Tensor:
-    """``(nnz,)`` ``Z[rows[k]] . E[cols[k]]`` for every stored entry ``k`` of a sparse
-    pattern (the product ``Z E^T`` sampled there): each entry a dot product of its own,
-    added ``16`` columns at a time in a fixed order, never by atomic additions."""
-    out = torch.zeros(rows.numel(), dtype=E.dtype, device=E.device)
-    for j in range(0, E.shape[1], _COLUMNS_AT_ONCE):
-        cut = slice(j, j + _COLUMNS_AT_ONCE)
-        out += (Z[rows, cut] * E[cols, cut]).sum(dim=1)
     return out

@@ -18,7 +18,7 @@ import torch
 from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
 from attnbook.engine.gpu.attention import gpu_count_heads_output
-from attnbook.engine.segments import csr_rows_times, entry_dots
+from attnbook.engine.segments import csr_rows_times
 
 HAS_CUDA = torch.cuda.is_available()
 gpu = pytest.mark.gpu
@@ -96,20 +96,6 @@ def test_wide_blocks_are_gathered_in_pieces_with_the_same_bits():
     wide = csr_rows_times(*parts, X)
     for j in range(X.shape[1]):
         assert torch.equal(wide[:, j], csr_rows_times(*parts, X[:, j : j + 1])[:, 0])
-
-
-def test_sampled_products_are_dot_products_of_their_own():
-    """The MLP head's sampled product ``Z E^T`` at the stored entries, as it runs off
-    the CPU: each entry its own dot product, equal to the dense product's entry, and
-    the same bits whatever the other entries are."""
-    counts, rng = _corpus(seed=6)
-    Z = _block(rng, counts.n_sequences, 37, torch.float64)
-    E = _block(rng, counts.vocab_size, 37, torch.float64)
-    rows, cols = counts.row_ids, counts.token_ids
-    got = entry_dots(Z, E, rows, cols)
-    assert torch.allclose(got, (Z @ E.t())[rows, cols], rtol=1e-12, atol=0)
-    half = torch.arange(0, rows.numel(), 2)
-    assert torch.equal(entry_dots(Z, E, rows[half], cols[half]), got[half])
 
 
 def _engine_outputs(counts, E, p, W, G):

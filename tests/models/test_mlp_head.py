@@ -79,3 +79,45 @@ def test_prepared_index_gives_same_outputs_and_gradients():
         mlp_attention_output(
             params, PooledIndex.build(TokenCounts.from_sequences(seqs, 40))
         )
+
+
+@pytest.mark.parametrize("frozen", ["E", "p"])
+def test_gradient_with_embeddings_or_cls_frozen_matches_dense(frozen):
+    """The score gradient alone (``E`` frozen) and the embedding gradient alone (``p``
+    frozen) against autograd through the padded reference, float64."""
+    _, _, _, seqs, y = random_problem(11)
+    params = _params(11)
+    grads = []
+    for fn in (mlp_attention_output, dense_mlp_attention_output):
+        ps = {
+            k: t.detach().clone().requires_grad_(k != frozen) for k, t in params.items()
+        }
+        logistic_loss(fn(ps, seqs), torch.as_tensor(y, dtype=torch.float64)).backward()
+        grads.append(ps)
+    assert grads[0][frozen].grad is None
+    for k in params.keys() - {frozen}:
+        assert torch.allclose(grads[0][k].grad, grads[1][k].grad, atol=1e-12, rtol=0), k
+
+
+def test_transpose_product_in_column_blocks_has_the_bits_of_one_product():
+    from attnbook.models.mlp_head import PooledIndex, _csr, _transpose_times
+
+    _, _, _, seqs, _ = random_problem(5)
+    index = PooledIndex.build(TokenCounts.from_sequences(seqs, 30))
+    c = index.counts
+    gen = torch.Generator().manual_seed(5)
+    w = torch.rand(c.token_ids.numel(), generator=gen)
+    X = torch.randn(c.n_sequences, 37, generator=gen)  # 16 + 16 + 5 columns
+    St = _csr(index.t_crow, index.t_col, w[index.perm], (30, c.n_sequences))
+    assert torch.equal(_transpose_times(index, w, X), St @ X)
+
+
+def test_second_derivatives_are_refused():
+    _, _, _, seqs, y = random_problem(2)
+    ps = {k: t.detach().clone().requires_grad_(True) for k, t in _params(2).items()}
+    loss = logistic_loss(
+        mlp_attention_output(ps, seqs), torch.as_tensor(y, dtype=torch.float64)
+    )
+    (grad_p,) = torch.autograd.grad(loss, ps["p"], create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|twice"):
+        grad_p.sum().backward()
