@@ -35,14 +35,9 @@ __all__ = [
 def binary_loss_closure(
     params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
 ) -> Callable[[], torch.Tensor]:
-    """Closure returning the full-batch logistic loss of the one-layer model on
-    ``counts``.
-
-    ``params`` holds ``E``, ``p`` and ``v`` (checked as by
-    :func:`attnbook.validation.check_parameters`), ``counts`` is a :class:`TokenCounts`
-    over ``E``'s vocabulary and ``labels`` are -1/+1, one per sequence: all checked
-    here, once. The closure reads the tensors of ``params`` at every call (a training
-    loop updates them in place) without checking them again."""
+    """Closure returning the full-batch logistic loss of the one-layer model
+    ``params`` (``E``, ``p``, ``v``) on ``counts`` with -1/+1 ``labels``, all checked
+    once, here; it reads ``params`` afresh at every call."""
     E, p, v = _one_layer_parameters(params)
     counts = check_counts(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
