@@ -38,10 +38,8 @@ def row_terms(
     *,
     check_input: bool = True,
 ) -> RowTerms:
-    """:class:`RowTerms` of the model ``(E, p, W)`` on ``counts`` (no gradient),
-    after the checks of :func:`count_heads_output` (``check_input=False``: of arguments
-    already checked, ``counts`` on ``E``'s device). The finiteness of the scores is
-    checked in either case, from the scores themselves."""
+    """:class:`RowTerms` of the model ``(E, p, W)`` on ``counts`` (no gradient), after
+    the checks of :func:`count_heads_output` (``check_input=False``: skipped)."""
     if check_input:
         counts = check_heads_arguments(E, p, W, counts)
     with torch.no_grad():
@@ -66,10 +64,8 @@ class _CountAttention(torch.autograd.Function):
         )
         den, num = nd[:, 0], nd[:, 1:]
         floor = counts.float_lengths(E.dtype) * torch.finfo(E.dtype).tiny ** 0.5
-        # one synchronisation for three facts: the scores' sum is finite unless some
-        # score is (a NaN or infinity in E, p or W reaches its row's score) or the sum
-        # overflows (checked exactly below); whether every row's mass is represented;
-        # the cancellation ratio of the module docstring
+        # one synchronisation: scores finite (their sum), every row's mass represented,
+        # the cancellation ratio
         norms = torch.linalg.vector_norm(PW, dim=1)  # ||p||, ||W_1||, ..., ||W_K||
         b_min, b_max = torch.aminmax(B)
         covered = (den >= floor).all().to(E.dtype)
@@ -117,9 +113,8 @@ class _CountAttention(torch.autograd.Function):
 def check_heads_arguments(
     E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: object
 ) -> TokenCounts:
-    """Check the arguments of :func:`count_heads_output` (all but their finiteness,
-    which the forward pass finds from the scores); return ``counts`` on ``E``'s
-    device."""
+    """Check the arguments of :func:`count_heads_output` but their finiteness; return
+    ``counts`` on ``E``'s device."""
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
     return check_counts(counts, E.shape[0]).to(E.device)
