@@ -44,8 +44,8 @@ class Dynamics:
             raise ValueError(
                 f"optimizer must be 'adam' or 'gd', got {self.optimizer!r}"
             )
-        if set(self.lr) - set(_GROUPS):
-            raise ValueError(f"lr names unknown parameter groups {sorted(self.lr)}")
+        if unknown := sorted(set(self.lr) - set(_GROUPS)):
+            raise ValueError(f"lr names unknown parameter groups {unknown}")
         for name, value in self.lr.items():
             if not (isinstance(value, (int, float)) and 0 < value < np.inf):
                 raise ValueError(f"lr[{name!r}] must be a positive number, got {value}")

@@ -1,5 +1,5 @@
 """The fused training step: the one-sweep update of E against torch.optim.Adam and SGD
-over the engine's gradient, the dense reference, and its refusals of bad input.
+over the engine's gradient, the dense reference, and its refusal of non-finite values.
 
 Tolerances: the fused step computes the same quantities as torch in another order (the
 row's gradient G[s] @ P in registers, the moments' update written as torch's fused CPU

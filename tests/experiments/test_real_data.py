@@ -197,6 +197,9 @@ def test_train_curve_records_and_respects_frozen_groups():
         first_step_reaching(curve, "val_loss", 0.1, below=True)
     with pytest.raises(ValueError, match="trainable"):
         train_curve(pts.init, c, trainable=("W",), dynamics=dyn, eval_steps=(1,))
+    head_only = Dynamics("gd", {"p": 0.5, "v": 0.25})
+    with pytest.raises(ValueError, match="no step size"):
+        train_curve(pts.init, c, trainable=("E",), dynamics=head_only, eval_steps=(1,))
 
 
 def test_ablation_curves_and_spread_ratios():
