@@ -1,5 +1,5 @@
 """The training step measured against its memory bound: the fused one-sweep step of
-:mod:`attnbook.models.fused_training`, the current step (the engine's gradient, then
+:mod:`attnbook.engine.fused`, the current step (the engine's gradient, then
 torch's fused Adam) and ``torch.optim.Adam`` in its default form over that gradient."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Callable
 import torch
 
 from attnbook.engine.counts import TokenCounts
+from attnbook.engine.fused import FusedOneLayerStep
 from attnbook.models.attention import count_attention_output
-from attnbook.models.fused_training import FusedOneLayerStep
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS, training_step

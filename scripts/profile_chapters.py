@@ -53,7 +53,6 @@ KINDS: list[tuple[str, str]] = [
     ("<module>", "imports"),
     ("attnbook/engine/", "count engine (compiled passes)"),
     ("attnbook/models/count_engine.py", "count engine (compiled passes)"),
-    ("attnbook/models/fused_training.py", "count engine (compiled passes)"),
     ("attnbook/models/", "training step (torch, optimiser)"),
     ("attnbook/data/", "corpus (load, tokenize, encode)"),
     ("attnbook/experiments/robustness.py", "corpus (load, tokenize, encode)"),

@@ -5,8 +5,8 @@
 - :mod:`~attnbook.engine.kernels`  -- the engine's passes (compiled C,
   ``count_kernels.c``, with torch twins);
 - :mod:`~attnbook.engine.pass_checks` -- the checks the passes run on their arguments;
-- :mod:`~attnbook.engine.fused`    -- a training step's update of ``E`` with a
-  rank-``J`` gradient in one sweep (and the logistic count products in one pass);
+- :mod:`~attnbook.engine.fused`    -- the one-layer model's training step in one sweep
+  over ``E`` (and the logistic count products in one pass);
 - :mod:`~attnbook.engine.segments` -- per-sequence sums and maxima of stored entries;
 - :mod:`~attnbook.engine.memory`   -- memory for the embeddings' gradient (huge pages,
   reuse);

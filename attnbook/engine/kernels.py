@@ -44,6 +44,7 @@ from collections.abc import Iterator
 import torch
 
 from attnbook.engine import native
+from attnbook.engine.counts import TokenCounts
 from attnbook.engine.pass_checks import (
     FLOAT_SUFFIX,
     csr_parts,
@@ -65,6 +66,7 @@ __all__ = [
     "omp_threads",
     "raise_on_status",
     "uses_native",
+    "vocabulary_shift_gradient",
     "weighted_rows",
 ]
 
@@ -311,3 +313,29 @@ def _torch_low_rank(
         for j in range(1, J):
             o.addcmul_(g[:, j : j + 1], P[j])
     return out
+
+
+def vocabulary_shift_gradient(
+    counts: TokenCounts,
+    B: torch.Tensor,
+    u: torch.Tensor,
+    den: torch.Tensor,
+    f: torch.Tensor,
+    g: torch.Tensor,
+) -> torch.Tensor:
+    """``(V, 1 + K)`` ``[G_a, G_B]``, the gradient of ``sum_ik g_ik f_ik`` in the scores
+    from two sparse products: with ``R = g / den`` and ``r_D = -sum_k R_k f_k``,
+    ``A^T [r_D, R]`` gives ``(z_D, Z_N)``; ``G_B = u Z_N``, ``G_a = u (z_D + sum_k B_k
+    Z_N,k)`` (``u = exp(a - max a)``, ``den`` the rows' sums of ``u``)."""
+    _, At = counts.sparse_matrices(u.dtype)
+    R = g / den[:, None]
+    rD = -(R * f).sum(dim=1)
+    z = csr_times(At, torch.cat((rD[:, None], R), dim=1), check_input=False)
+    G = torch.empty_like(z)
+    torch.mul(u[:, None], z[:, 1:], out=G[:, 1:])  # G_B
+    if B.shape[1] == 1:
+        torch.addcmul(z[:, 0], B[:, 0], z[:, 1], out=G[:, 0])
+    else:
+        torch.add(z[:, 0], (B * z[:, 1:]).sum(dim=1), out=G[:, 0])
+    G[:, 0].mul_(u)  # G_a
+    return G

@@ -1,8 +1,8 @@
-"""The checks of the count engine's passes (:mod:`attnbook.engine.kernels`,
-:mod:`attnbook.engine.fused`): dense float tensors of the right rank, dtypes and
-devices that agree, shapes that fit, outputs that overlap no input, and the structure
-of a sparse CSR matrix. Each raises a ``TypeError`` or ``ValueError`` that names the
-pass and the argument; each public pass runs them once, before any C or torch kernel.
+"""The checks of the count engine's passes (:mod:`attnbook.engine.kernels`): dense
+float tensors of the right rank, dtypes and devices that agree, shapes that fit,
+outputs that overlap no input, and the structure of a sparse CSR matrix. Each raises a
+``TypeError`` or ``ValueError`` that names the pass and the argument; each public pass
+runs them once, before any C or torch kernel.
 """
 
 from __future__ import annotations

@@ -1,12 +1,17 @@
 """Reductions over the rows of a count matrix: per-row sums and maxima of stored
-entries, the shift of every softmax by its row's maximum, and the product of a CSR
-matrix with a dense block summed row by row in a fixed order."""
+entries, the shift of every softmax by its row's maximum (and the attention terms
+written relative to it, :class:`RowTerms`), and the product of a CSR matrix with a
+dense block summed row by row in a fixed order."""
 
 from __future__ import annotations
 
 import torch
 
+from attnbook.engine.counts import TokenCounts
+
 __all__ = [
+    "CANCELLATION_LIMIT",
+    "RowTerms",
     "csr_rows_times",
     "row_shift",
     "segment_max",
@@ -92,3 +97,42 @@ def csr_rows_times(
             values[:, None] * block[indices], lengths
         )
     return out
+
+
+#: Largest ``||p|| max|B| / min_k ||W_k||`` for which the vocabulary-shift backward
+#: is used: its error relative to the gradient's scale stays below about 1000 ``eps``.
+CANCELLATION_LIMIT = 512.0
+
+
+class RowTerms:
+    """Attention relative to each row's top-scoring token ``r_i`` (scores ``a``,
+    ``(V,)``, and ``B``, ``(V, K)``): mass ``pi`` and ``db = B_s - B_{r_i}`` per stored
+    entry, ``gap = f_i - B_{r_i}`` and the outputs ``f`` per row. Full relative
+    precision once attention is one-hot, where ``B_s - f_i`` would be rounding error."""
+
+    def __init__(self, a: torch.Tensor, B: torch.Tensor, counts: TokenCounts):
+        tok, rows, n = counts.token_ids, counts.row_ids, counts.n_sequences
+        a_tok = a[tok]
+        shift, e = row_shift(a_tok, rows, n)
+        top = a_tok == shift[rows]
+        # the largest id among tied top tokens: deterministic
+        self.ref = torch.zeros(n, dtype=torch.int64, device=a.device).scatter_reduce(
+            0, rows[top], tok[top], reduce="amax", include_self=False
+        )
+        w = counts.float_counts(a.dtype) * e
+        den = torch.zeros(n, dtype=a.dtype, device=a.device).index_add_(0, rows, w)
+        self.pi = w / den[rows]
+        self.db = B[tok] - B[self.ref][rows]
+        self.gap = torch.zeros(
+            n, B.shape[1], dtype=a.dtype, device=a.device
+        ).index_add_(0, rows, self.pi[:, None] * self.db)
+        self.rows, self.tokens, self.B = rows, tok, B
+        self.f = B[self.ref] + self.gap
+
+    def score_gradient(self, g: torch.Tensor, vocab_size: int) -> torch.Tensor:
+        """``(V, 1 + K)``: the gradient of ``sum_ik g_ik f_ik`` in ``a`` (column 0) and
+        ``B``, from ``g`` (n, K)."""
+        c_B = self.pi[:, None] * g[self.rows]
+        c_a = (c_B * (self.db - self.gap[self.rows])).sum(dim=1)
+        out = torch.zeros(vocab_size, 1 + g.shape[1], dtype=g.dtype, device=g.device)
+        return out.index_add_(0, self.tokens, torch.cat((c_a[:, None], c_B), dim=1))

@@ -1,7 +1,5 @@
-"""Learning curves at equal budgets, with Adam or plain gradient descent
-(:class:`Dynamics`): :func:`train_curve` records the loss, accuracy and token scores
-at the evaluation steps; :func:`spread_curves` the within-bin spread ratios of two
-models along training."""
+"""Learning curves of the one-layer model, full-batch Adam or gradient descent
+(:class:`Dynamics`): loss, accuracy and token scores at the evaluation steps."""
 
 from __future__ import annotations
 
@@ -13,9 +11,9 @@ import pandas as pd
 import torch
 
 from attnbook.data.corpus import ReviewCorpus
+from attnbook.engine.fused import fused_one_layer_step, torch_optimizer
 from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.experiments.importance import mean_within_bin_std
-from attnbook.models.fused_training import fused_one_layer_step
 from attnbook.models.training import binary_loss_closure, training_step
 
 __all__ = [
@@ -46,33 +44,16 @@ class Dynamics:
             raise ValueError(
                 f"optimizer must be 'adam' or 'gd', got {self.optimizer!r}"
             )
-        unknown = set(self.lr) - set(_GROUPS)
-        if unknown:
-            raise ValueError(f"lr names unknown parameter groups {sorted(unknown)}")
+        if unknown := sorted(set(self.lr) - set(_GROUPS)):
+            raise ValueError(f"lr names unknown parameter groups {unknown}")
         for name, value in self.lr.items():
-            if not (
-                isinstance(value, (int, float)) and np.isfinite(value) and value > 0
-            ):
+            if not (isinstance(value, (int, float)) and 0 < value < np.inf):
                 raise ValueError(f"lr[{name!r}] must be a positive number, got {value}")
 
     @classmethod
     def adam(cls, lr: float) -> "Dynamics":
         """Adam with one step size for every group."""
         return cls("adam", {g: lr for g in _GROUPS})
-
-    def optimizer_for(
-        self, params: Mapping[str, torch.Tensor], trainable: tuple[str, ...]
-    ) -> torch.optim.Optimizer:
-        """The torch optimizer over ``params[trainable]``, one group per parameter."""
-        missing = [g for g in trainable if g not in self.lr]
-        if missing:
-            raise ValueError(f"no step size for the trained groups {missing}")
-        groups = [{"params": [params[g]], "lr": float(self.lr[g])} for g in trainable]
-        kind = torch.optim.SGD if self.optimizer == "gd" else torch.optim.Adam
-        try:  # the single-kernel update, several times faster on a (V, d) embedding
-            return kind(groups, lr=groups[0]["lr"], fused=True)
-        except (RuntimeError, ValueError):  # device or dtype without a fused kernel
-            return kind(groups, lr=groups[0]["lr"])
 
 
 def log_steps(budget: int, per_decade: int = 6) -> tuple[int, ...]:
@@ -86,8 +67,8 @@ def log_steps(budget: int, per_decade: int = 6) -> tuple[int, ...]:
 
 @dataclass
 class Curve:
-    """The evaluation ``steps``, ``metrics["<split>_<loss|accuracy|...>"]`` (one value
-    per step), ``scores[step] = (E.v, E.p)`` and the final ``params``."""
+    """``metrics["<split>_<loss|accuracy|balanced_accuracy>"]`` and ``scores[step] =
+    (E.v, E.p)`` at the evaluation ``steps``; the final ``params``."""
 
     steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
@@ -122,9 +103,12 @@ def train_curve(
     """Train copies of ``params[trainable]`` on the logistic loss of ``corpus.train``
     for ``max(eval_steps)`` steps of ``dynamics``, recording each split of ``splits``
     at ``eval_steps``. With ``fused`` a step sweeps over ``E`` once where it can
-    (:func:`~attnbook.models.fused_training.fused_one_layer_step`); else autograd."""
+    (:func:`~attnbook.engine.fused.fused_one_layer_step`); else autograd."""
     if not trainable or set(trainable) - set(_GROUPS):
         raise ValueError(f"trainable must name groups among {_GROUPS}, got {trainable}")
+    missing = [g for g in trainable if g not in dynamics.lr]
+    if missing:
+        raise ValueError(f"no step size for the trained groups {missing}")
     if not eval_steps or min(eval_steps) < 0:
         raise ValueError("eval_steps must be non-empty and non-negative")
     P = {k: t.detach().clone() for k, t in params.items()}
@@ -145,7 +129,8 @@ def train_curve(
         )
     if step_once is None:
         loss_fn = binary_loss_closure(P, *train)
-        opt = dynamics.optimizer_for(P, tuple(trainable))
+        groups = [{"params": [P[g]], "lr": float(dynamics.lr[g])} for g in trainable]
+        opt = torch_optimizer(dynamics.optimizer, groups)
     wanted, curve = set(eval_steps), Curve()
 
     def record(step: int) -> None:
@@ -174,7 +159,7 @@ def first_step_reaching(
     curve: Curve, metric: str, target: float, *, below: bool
 ) -> int | None:
     """The first evaluation step with ``metric`` at most (``below``) or at least
-    ``target``; ``None`` if none."""
+    ``target``, or ``None``."""
     if metric not in curve.metrics:
         raise ValueError(f"the curve has no metric {metric!r}")
     for step, value in zip(curve.steps, curve.metrics[metric]):

@@ -1,8 +1,5 @@
-"""Token importance on labelled data (:func:`token_importance`), binned summaries of a
-per-token score (:func:`bin_statistics`, :func:`within_bin_spread`,
-:func:`mean_within_bin_std`) and rank correlations (:func:`spearman`, with a bootstrap
-interval, and :func:`partial_spearman`).
-"""
+"""Token importance on labelled data, binned summaries of a per-token score and rank
+correlations."""
 
 from __future__ import annotations
 
@@ -49,8 +46,7 @@ def _signed_numpy(labels: object, n: int, both: bool = True) -> np.ndarray:
 def document_class_counts(
     counts: TokenCounts, labels: object
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(N_+(s), N_-(s))``: how many positive / negative documents (labels +-1)
-    contain each token."""
+    """``(N_+(s), N_-(s))``: the positive / negative documents holding each token."""
     if not isinstance(counts, TokenCounts):
         raise ArgumentTypeError(
             f"counts must be a TokenCounts, got {type(counts).__name__}"
@@ -87,7 +83,7 @@ def token_importance(
 
 def token_statistics(corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Importance, average signed frequency and document frequency of every token of
-    the training split of a review corpus (the real-data chapters' token axes)."""
+    a corpus's training split."""
     importance = token_importance(corpus.train, corpus.train_labels)
     alpha = average_signed_frequency(
         corpus.train, corpus.train_labels, corpus.vocab_size
@@ -97,8 +93,7 @@ def token_statistics(corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def finite_array(x: object, what: str) -> np.ndarray:
-    """``x`` (NumPy or torch) as a non-empty, finite, 1-D float64 array; ``what`` names
-    it in the errors."""
+    """``x`` as a non-empty, finite, 1-D float64 array (``what`` names it)."""
     if isinstance(x, torch.Tensor):
         if x.dtype.is_complex:
             raise ArgumentTypeError(f"{what} must be real, got dtype {x.dtype}")
@@ -127,9 +122,9 @@ def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
 def bin_statistics(
     x: object, values: object, n_bins: int = 20, lo: float = -1.0, hi: float = 1.0
 ) -> pd.DataFrame:
-    """One row per equal bin of ``[lo, hi]`` in ``x`` (empty bins included): ``left``,
-    ``right``, ``center``, ``count``, ``mean``, ``std`` (population) and ``sem`` of
-    ``values``; NaN statistics for an empty bin."""
+    """Per equal bin of ``[lo, hi]`` in ``x``: ``left``, ``right``, ``center``,
+    ``count``, and ``mean``, ``std`` (population), ``sem`` of ``values`` (NaN if
+    empty)."""
     xs = finite_array(x, "x")
     vs = finite_array(values, "values")
     if xs.shape != vs.shape:
@@ -163,11 +158,10 @@ def within_bin_spread(
     lo: float = -1.0,
     hi: float = 1.0,
 ) -> float:
-    """The pooled within-bin standard deviation of ``values`` (bins of ``x`` as in
-    :func:`bin_statistics`) over their overall one: ``sqrt(1 - eta^2)``, in [0, 1]."""
-    xs = finite_array(x, "x")
+    """The pooled within-bin standard deviation of ``values`` over their overall one:
+    ``sqrt(1 - eta^2)``, in [0, 1]."""
     vs = finite_array(values, "values")
-    stats = bin_statistics(xs, vs, n_bins, lo, hi)
+    stats = bin_statistics(x, vs, n_bins, lo, hi)
     counts = stats["count"].to_numpy()
     stds = np.nan_to_num(stats["std"].to_numpy())
     pooled = float(np.sqrt((counts * stds**2).sum() / counts.sum()))
@@ -202,7 +196,7 @@ def bootstrap_rank_correlation(
     rng: np.random.Generator,
 ) -> RankCorrelation:
     """Spearman's correlation of ``(x, y)`` and the 2.5% and 97.5% quantiles of its
-    ``n_boot`` replicates on pairs drawn with replacement from ``rng``."""
+    ``n_boot`` replicates on pairs resampled by ``rng``."""
     xs = finite_array(x, "x")
     ys = finite_array(y, "y")
     if xs.shape != ys.shape or xs.size < 3:
@@ -246,8 +240,8 @@ def mean_within_bin_std(
     *,
     weighting: str = "tokens",
 ) -> float:
-    """The mean of the per-bin standard deviations of ``values`` over the bins of two
-    or more tokens, weighted by their counts (``"tokens"``) or alike (``"bins"``)."""
+    """The mean of the per-bin standard deviations of ``values`` over bins of two or
+    more tokens, weighted by their counts (``"tokens"``) or alike (``"bins"``)."""
     stats = bin_statistics(x, values, n_bins, lo, hi)
     stats = stats[stats["count"] >= 2]
     if stats.empty:

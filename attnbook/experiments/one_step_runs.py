@@ -1,6 +1,5 @@
-"""The one step at every dimension of a list, on one corpus: the measured correlation of
-``E^1 . v`` with the lemma's ``(eta/2) alpha ||v||^2`` beside the value its noise model
-predicts (the small-dimension chapter)."""
+"""The one step at every dimension of a list: the correlation of ``E^1 . v`` with the
+lemma's ``(eta/2) alpha ||v||^2``, measured and predicted by its noise model."""
 
 from __future__ import annotations
 

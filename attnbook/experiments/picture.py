@@ -1,5 +1,4 @@
-"""The runs behind the real-data picture (:func:`picture_runs`) and the picture along
-a learning curve (:func:`picture_along_training`, :func:`steps_where_picture_holds`)."""
+"""The runs behind the real-data picture, and the picture along a learning curve."""
 
 from __future__ import annotations
 
@@ -53,9 +52,9 @@ GD_KEYS = {
 
 @dataclass
 class PictureRuns:
-    """``scores[(run, seed)] = (E.v, E.p)`` (run: a key of :data:`RUN_NAMES`);
-    ``curves[(run, seed)]``; ``nulls``: ``(importance, (E.v, E.p))`` per permutation,
-    ``null_importance`` the first's; ``kinds``: each run's (device, dtype)."""
+    """``scores[(run, seed)] = (E.v, E.p)``, ``curves`` and ``kinds`` (device, dtype)
+    by run (a key of :data:`RUN_NAMES`); ``nulls``: ``(importance, (E.v, E.p))`` per
+    label permutation, ``null_importance`` the first's."""
 
     scores: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
     curves: dict[tuple[str, int], Curve]
@@ -93,17 +92,14 @@ def picture_runs(
         raise ValueError(f"seeds must be distinct and non-empty, got {seeds}")
     if steps < 1 or (head is not None and head_steps < 1):
         raise ValueError("steps and head_steps must be at least 1")
-    if null_permutations and null_rng is None:
-        raise ValueError("the shuffled-label null needs null_rng")
     names = {s: k for k, (s, r) in GD_KEYS.items() if r == "one-sweep step"}
     for step, (dynamics, budget) in descents.items():
         if step not in names or dynamics.optimizer != "gd" or budget < 1:
             raise ValueError(f"descents[{step!r}]: gradient descent, edge or stable")
-    scores, curves, kinds, nulls = {}, {}, {}, []
-    end = (0, steps)
+    scores, curves, kinds, nulls, end, EPV = {}, {}, {}, [], (0, steps), ("E", "p", "v")
 
     def run(key, start, trainable, dynamics, steps, data=corpus, fused=True):
-        curves[key] = train_curve(
+        curve = curves[key] = train_curve(
             start,
             data,
             trainable=trainable,
@@ -111,37 +107,22 @@ def picture_runs(
             eval_steps=steps,
             fused=fused,
         )
-        scores[key] = curves[key].scores[max(steps)]
-        E = start["E"]
+        scores[key], E = curve.scores[max(steps)], start["E"]
         kinds[key] = (E.device.type, str(E.dtype).removeprefix("torch."))
         if key[0] in GD_KEYS:  # a copy of E per run would only take memory
-            curves[key].params = {}
+            curve.params = {}
 
     def gradient_descent(seed, points):
         for step, (dynamics, budget) in descents.items():
             for suffix, fused in (("", True), ("_autograd", False)):
                 key = (names[step] + suffix, seed)
-                run(
-                    key,
-                    points.init,
-                    ("E", "p", "v"),
-                    dynamics,
-                    (0, budget),
-                    fused=fused,
-                )
+                run(key, points.init, EPV, dynamics, (0, budget), fused=fused)
 
+    model = dict(dim=dim, sigma=sigma, eta=eta, device=device, dtype=dtype)
     for seed in seeds:
         gen = torch.Generator().manual_seed(seed)
-        points = starting_points(
-            corpus,
-            dim=dim,
-            sigma=sigma,
-            eta=eta,
-            generator=gen,
-            device=device,
-            dtype=dtype,
-        )
-        run(("adam", seed), points.init, ("E", "p", "v"), adam, end)
+        points = starting_points(corpus, generator=gen, **model)
+        run(("adam", seed), points.init, EPV, adam, end)
         if seed != seeds[0]:
             if descents_all_seeds:
                 gradient_descent(seed, points)
@@ -158,7 +139,7 @@ def picture_runs(
         for k in range(null_permutations):
             shuffled = with_shuffled_labels(corpus, null_rng)
             key = ("null", seed) if k == 0 else (f"null {k}", seed)
-            run(key, points.init, ("E", "p", "v"), adam, end, data=shuffled)
+            run(key, points.init, EPV, adam, end, data=shuffled)
             imp = token_importance(shuffled.train, shuffled.train_labels)
             nulls.append((imp, scores[key]))
     null_importance = nulls[0][0] if nulls else np.full(corpus.vocab_size, np.nan)

@@ -17,9 +17,8 @@ __all__ = ["StartingPoints", "starting_points", "one_step_eta"]
 
 @dataclass(frozen=True)
 class StartingPoints:
-    """``init``: ``E^0`` (rows of norm about ``sigma``), ``p^0``, ``v^0`` (norm about
-    one); ``random_E``: the same with ``E^0 / sigma``; ``one_step``: ``E^1``, one
-    gradient step of size ``eta`` on ``E`` from ``init``."""
+    """``init`` (rows of ``E`` of norm about ``sigma``, ``p`` and ``v`` about one),
+    ``random_E`` (``E / sigma``) and ``one_step`` (``E`` after one gradient step)."""
 
     init: dict[str, torch.Tensor]
     random_E: dict[str, torch.Tensor]
@@ -39,9 +38,8 @@ def starting_points(
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> StartingPoints:
-    """The :class:`StartingPoints` of embedding dimension ``dim``: the parameters drawn
-    at unit scale from ``generator``, ``E`` then multiplied by ``sigma``, and one exact
-    gradient step of size ``eta`` on ``corpus.train``."""
+    """The :class:`StartingPoints` in dimension ``dim``, drawn at unit scale from
+    ``generator``, ``E`` times ``sigma``; one gradient step of size ``eta``."""
     if not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma must be positive and finite, got {sigma}")
     init = init_parameters(

@@ -1,7 +1,5 @@
-"""How robust the real-data picture is: class-balanced data
-(:func:`reviews_for_vocabulary`), shuffled labels (:func:`with_shuffled_labels`), and
-the picture's rank correlations, also given the document frequency
-(:func:`picture_correlations`)."""
+"""The real-data picture's rank correlations, and the data its controls run on
+(class-balanced reviews, shuffled labels)."""
 
 from __future__ import annotations
 
@@ -29,8 +27,8 @@ __all__ = [
 
 
 def balanced_indices(labels: object, rng: np.random.Generator) -> np.ndarray:
-    """Sorted rows of a class-balanced sample: every row of the smaller class and as
-    many of the larger, drawn without replacement from ``rng``."""
+    """Sorted rows of a class-balanced sample: the smaller class and as many rows of
+    the larger drawn from ``rng``."""
     check_generator(rng)
     y = np.asarray(labels)
     classes, sizes = np.unique(y, return_counts=True)
@@ -46,11 +44,9 @@ def balanced_indices(labels: object, rng: np.random.Generator) -> np.ndarray:
 def reviews_for_vocabulary(
     name: str, target_vocab: int, rng: np.random.Generator | None = None
 ) -> tuple[ReviewCorpus, int]:
-    """The review data set ``name`` (with ``rng``: a class-balanced sample of each
-    split) over the tokens in at least ``min_df`` training documents, ``min_df``
-    giving the vocabulary size nearest ``target_vocab``; returns it and ``min_df``."""
-    if target_vocab < 1:
-        raise ValueError(f"target_vocab must be positive, got {target_vocab}")
+    """The review data set ``name`` (with ``rng``: class-balanced splits) over the
+    tokens of at least ``min_df`` training documents, the ``min_df`` whose vocabulary
+    is nearest ``target_vocab``; returns it and ``min_df``."""
     parts = {}
     for split in ("train", "test"):
         part = load_split(name, split)
@@ -71,7 +67,6 @@ def with_shuffled_labels(
     corpus: ReviewCorpus, rng: np.random.Generator
 ) -> ReviewCorpus:
     """``corpus`` with its training labels permuted by ``rng``."""
-    check_generator(rng)
     return dataclasses.replace(
         corpus, train_labels=rng.permutation(corpus.train_labels)
     )
@@ -100,8 +95,8 @@ PICTURE_MATH = {
 def picture_correlations(
     importance: object, value: object, cls: object, document_frequency: object
 ) -> dict[str, float]:
-    """The rank correlations of :data:`PICTURE_STATISTICS` over the tokens with a
-    finite importance (partial ones given the log document frequency)."""
+    """The rank correlations of :data:`PICTURE_STATISTICS` over the tokens of finite
+    importance."""
     imp = np.asarray(importance, dtype=np.float64)
     value, cls = np.asarray(value, np.float64), np.asarray(cls, np.float64)
     df = np.asarray(document_frequency, dtype=np.float64)

@@ -1,15 +1,6 @@
-"""The real-data picture on synthetic sequences.
-
-:func:`one_relevant_spec` is the generator of :mod:`attnbook.data.synthetic` with
-completely positive and completely negative tokens and a relevant rate of ``1 / T`` for
-sequences of length ``T``: a position is irrelevant with probability
-``delta = (T - 1) / T``, so a sequence holds one relevant token on average, of its own
-class. :func:`synthetic_corpus` samples a training and a test split as a
-:class:`CountsCorpus`, which the training code of the real-data chapter accepts in
-place of a review corpus, either as drawn or conditioned on Assumption 1 (exactly one
-relevant token per sequence). :func:`relevant_per_sequence` counts the relevant tokens
-of each sequence.
-"""
+"""The real-data picture's synthetic stand-in: sequences of length ``T`` whose every
+position is relevant (of the sequence's class) with probability ``1 / T``, as drawn or
+conditioned on Assumption 1 (exactly one relevant token), as a corpus of counts."""
 
 from __future__ import annotations
 
@@ -31,23 +22,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CountsCorpus:
-    """Two labelled splits of token counts (labels +-1): the part of a
-    :class:`~attnbook.data.corpus.ReviewCorpus` that training and evaluation use."""
+    """Two splits of token counts with +-1 labels, in place of a review corpus."""
 
     train: TokenCounts
     test: TokenCounts
     train_labels: np.ndarray
     test_labels: np.ndarray
-
-    def __post_init__(self) -> None:
-        if self.train.vocab_size != self.test.vocab_size:
-            raise ValueError("train and test must count tokens over one vocabulary")
-        for split in ("train", "test"):
-            y = np.asarray(getattr(self, f"{split}_labels"))
-            if y.shape != (getattr(self, split).n_sequences,):
-                raise ValueError(f"{split}_labels must hold one label per sequence")
-            if not np.isin(y, (-1, 1)).all():
-                raise ValueError(f"{split}_labels must be -1 or +1")
 
     @property
     def vocab_size(self) -> int:
@@ -61,8 +41,6 @@ class CountsCorpus:
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
         """The +-1 labels of ``split`` (``"train"`` or ``"test"``) as a tensor."""
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
         arr = np.asarray(getattr(self, f"{split}_labels"))
         return torch.from_numpy(arr).to(dtype=dtype, device=device)
 
@@ -109,11 +87,9 @@ def synthetic_corpus(
     *,
     exactly_one: bool = False,
 ) -> tuple[CountsCorpus, SyntheticData]:
-    """Sample ``n_train`` training and ``n_test`` test sequences from ``spec`` with
-    ``rng``; returns the corpus and the training sample (for
-    :func:`relevant_per_sequence`). ``exactly_one=True`` keeps only the sequences with
-    exactly one relevant token (the generator conditioned on Assumption 1), drawing
-    until there are enough."""
+    """``n_train`` training and ``n_test`` test sequences of ``spec`` drawn from
+    ``rng`` (``exactly_one``: only those with one relevant token, drawing until there
+    are enough), as a corpus, and the training sample."""
     if n_train < 2 or n_test < 1:
         raise ValueError("need n_train >= 2 and n_test >= 1")
     if exactly_one and spec.relevant_rate == 0:
@@ -125,7 +101,6 @@ def synthetic_corpus(
 
 
 def relevant_per_sequence(data: SyntheticData) -> np.ndarray:
-    """The number of relevant (positive or negative) token occurrences in each
-    sequence of ``data``."""
+    """The number of relevant token occurrences in each sequence of ``data``."""
     relevant = data.spec.token_class != 0
     return np.array([int(relevant[s].sum()) for s in data.sequences], dtype=np.int64)

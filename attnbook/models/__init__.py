@@ -12,9 +12,7 @@
   ``<cls>`` layer;
 - :mod:`~attnbook.models.mlp_head`   -- an MLP head after the attention;
 - :mod:`~attnbook.models.training`   -- the full-batch training loop and its stopping
-  rules;
-- :mod:`~attnbook.models.fused_training` -- the one-layer model's training step in one
-  sweep over ``E``.
+  rules.
 
 Layer: above :mod:`attnbook.data`; imports :mod:`attnbook.engine` and
 :mod:`attnbook.data`.

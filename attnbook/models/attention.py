@@ -42,10 +42,8 @@ __all__ = [
 def count_attention_output(
     E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, counts: TokenCounts
 ) -> torch.Tensor:
-    """``f(X_i)`` for every row of ``counts`` (a :class:`TokenCounts` over exactly ``V``
-    tokens) by the count engine: :func:`attnbook.models.count_engine.count_heads_output`
-    with the one head ``v``. Checks its arguments as that function does (shapes,
-    dtypes, devices, vocabulary, finiteness)."""
+    """``f(X_i)`` for every row of ``counts`` (over exactly ``V`` tokens) by the count
+    engine, its arguments checked."""
     check_parameters(E, p, v)
     counts = check_counts(counts, E.shape[0]).to(E.device)
     return count_heads_output(E, p, v[:, None], counts, check_input=False)[:, 0]
@@ -68,20 +66,9 @@ def dense_attention_output(
 def attention_output(
     E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, sequences: object
 ) -> torch.Tensor:
-    """The model output ``f(X_i)`` for every sequence, as a 1-D tensor.
-
-    Parameters
-    ----------
-    E:
-        ``(V, d)`` token embeddings, float32 or float64, on any device.
-    p, v:
-        ``(d,)`` the ``<cls>`` embedding and the linear head, same dtype and device as
-        ``E``.
-    sequences:
-        a list of 1-D integer arrays or tensors of token ids in ``[0, V)`` (none empty),
-        or a :class:`~attnbook.engine.counts.TokenCounts` built for ``V`` tokens.
-
-    Differentiable in ``E``, ``p`` and ``v``. Raises ``ValueError`` on malformed input.
+    """The model output ``f(X_i)`` of every sequence (non-empty token-id arrays in
+    ``[0, V)``, or a :class:`~attnbook.engine.counts.TokenCounts` over ``V`` tokens),
+    differentiable in ``E``, ``p`` and ``v``. Raises ``ValueError`` on malformed input.
     """
     check_parameters(E, p, v)
     counts = token_counts_over(sequences, E.shape[0]).to(E.device)
@@ -104,11 +91,8 @@ def attention_weights(
 def token_attention(
     E: torch.Tensor, p: torch.Tensor, counts: TokenCounts
 ) -> torch.Tensor:
-    """Attention mass on every stored (sequence, distinct token) entry of ``counts``.
-
-    Entry ``k`` of the result is ``n_s(X_i) exp(p.E_s) / sum_t n_t(X_i) exp(p.E_t)`` for
-    the row ``i`` and token ``s`` stored at position ``k``; each row sums to one.
-    """
+    """``n_s(X_i) exp(p.E_s) / sum_t n_t(X_i) exp(p.E_t)``: the attention mass on
+    every stored (sequence ``i``, token ``s``) entry of ``counts``."""
     check_parameters(E, p, p)
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
     return row_terms(E, p, torch.zeros_like(p)[:, None], counts, check_input=False).pi

@@ -1,43 +1,13 @@
-"""The count engine of the attention models: outputs of every head and their gradients.
+"""The count engine of the attention models: the outputs of ``K`` heads (columns of
+``W``, ``(d, K)``; the binary model has ``W = v``) on token counts ``A`` (``(n, V)``),
 
-For ``K`` heads (the columns of ``W``, ``(d, K)``; the binary model has ``K = 1``, ``W =
-v``) and a corpus of token counts ``A`` (``(n, V)``), with the scores ``a = E p`` and
-``B = E W`` (one fused pass ``E @ [p, W]``),
+    f_ik = sum_s pi_is B_sk,    pi_is = A_is exp(a_s) / sum_t A_it exp(a_t),
 
-    f_ik = sum_s pi_is B_sk,    pi_is = A_is exp(a_s) / sum_t A_it exp(a_t).
-
-Two ways to compute it, chosen per call:
-
-- **vocabulary shift** (fast): ``u = exp(a - max_s a_s)``, then one sparse product ``A @
-  [u, u * B]`` gives the normaliser and the numerators of every row. Exact by shift
-  invariance; accurate as long as no row's mass underflows, which is checked (``den_i >=
-  T_i sqrt(tiny)``).
-- **row shift**: every row relative to its own top-scoring token ``r_i``: ``pi`` from
-  ``exp(a_s - a_{r_i})`` and
-
-      f_i - B_{r_i} = sum_s pi_is (B_s - B_{r_i}),
-      d f_i / d a_s = pi_is ((B_s - B_{r_i}) - (f_i - B_{r_i})),
-
-  as in :mod:`attnbook.theory.flow`. Once attention is one-hot the derivative in ``a``
-  is exponentially small; written this way it keeps full relative precision, while ``B_s
-  - f_i`` formed from ``f_i`` itself is rounding error of order ``eps |B|``, which the
-  gradient of ``E`` multiplies by ``||p||``.
-
-The vocabulary shift's backward forms ``pi (B - f)`` as a difference of two products
-(two sparse products per gradient, no per-entry work). Its rounding error relative to
-the gradient's scale is at most about ``eps ||p|| max|B| / min_k ||W_k||``; when that
-ratio exceeds :data:`CANCELLATION_LIMIT` the backward uses the row-shift formula
-instead. The five passes over memory (the scores, the two count products, the write of
-``dE`` and ``E^T [G_a, G_B]``) are those of :mod:`attnbook.engine.kernels`, called in
-their unchecked form: :func:`count_heads_output` has checked everything they rely on.
-
-:func:`count_heads_output` is the entry point. It checks shapes, dtypes, devices and the
-vocabulary of the counts once (:func:`check_heads_arguments`), before any compiled pass
-runs; the other entry points check their own arguments and call it with
-``check_input=False``. Non-finite values are found from the scores
-the forward pass computes anyway (a NaN or infinity in ``E`` makes its row's score
-non-finite), so that the check costs no extra pass over ``E``.
-"""
+with ``a = E p``, ``B = E W``, and their gradients. Forward: one sparse product ``A @
+[u, u B]`` with ``u = exp(a - max a)`` (exact by shift invariance) while no row's mass
+underflows (``den_i >= T_i sqrt(tiny)``, checked); else every row relative to its top
+token (:class:`attnbook.engine.segments.RowTerms`), which the backward also uses when
+the products' cancellation would exceed ``CANCELLATION_LIMIT``."""
 
 from __future__ import annotations
 
@@ -48,61 +18,16 @@ from torch.autograd.function import once_differentiable
 
 from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts, check_counts
+from attnbook.engine.kernels import vocabulary_shift_gradient
 from attnbook.engine.memory import gradient_buffer
-from attnbook.engine.segments import row_shift
+from attnbook.engine.segments import CANCELLATION_LIMIT, RowTerms
 from attnbook.validation import (
     check_finite_scores,
     check_head_matrix,
     check_parameters,
 )
 
-__all__ = [
-    "CANCELLATION_LIMIT",
-    "RowTerms",
-    "check_heads_arguments",
-    "count_heads_output",
-    "row_terms",
-    "vocabulary_shift_gradient",
-]
-
-#: Largest ``||p|| max|B| / min_k ||W_k||`` for which the vocabulary-shift backward
-#: is used: its error relative to the gradient's scale stays below about 1000 ``eps``.
-CANCELLATION_LIMIT = 512.0
-
-
-class RowTerms:
-    """The row-shift quantities of every stored entry ``k`` (row ``rows[k]``, token
-    ``tokens[k]``): attention mass ``pi`` (nnz,), ``db = B_s - B_{r_i}`` (nnz, K),
-    ``gap = f_i - B_{r_i}`` (n, K), the reference token ``ref`` (n,) of each row, the
-    outputs ``f`` (n, K) and the value scores ``B`` (V, K) themselves."""
-
-    def __init__(self, a: torch.Tensor, B: torch.Tensor, counts: TokenCounts):
-        tok, rows, n = counts.token_ids, counts.row_ids, counts.n_sequences
-        a_tok = a[tok]
-        shift, e = row_shift(a_tok, rows, n)
-        top = a_tok == shift[rows]
-        # the largest id among tied top tokens: any tied token would do, this one is
-        # deterministic
-        self.ref = torch.zeros(n, dtype=torch.int64, device=a.device).scatter_reduce(
-            0, rows[top], tok[top], reduce="amax", include_self=False
-        )
-        w = counts.float_counts(a.dtype) * e
-        den = torch.zeros(n, dtype=a.dtype, device=a.device).index_add_(0, rows, w)
-        self.pi = w / den[rows]
-        self.db = B[tok] - B[self.ref][rows]
-        self.gap = torch.zeros(
-            n, B.shape[1], dtype=a.dtype, device=a.device
-        ).index_add_(0, rows, self.pi[:, None] * self.db)
-        self.rows, self.tokens, self.B = rows, tok, B
-        self.f = B[self.ref] + self.gap
-
-    def score_gradient(self, g: torch.Tensor, vocab_size: int) -> torch.Tensor:
-        """``(V, 1 + K)``: the gradient of ``sum_ik g_ik f_ik`` in the scores ``a``
-        (column 0) and ``B`` (columns 1..K), from ``g`` (n, K)."""
-        c_B = self.pi[:, None] * g[self.rows]
-        c_a = (c_B * (self.db - self.gap[self.rows])).sum(dim=1)
-        out = torch.zeros(vocab_size, 1 + g.shape[1], dtype=g.dtype, device=g.device)
-        return out.index_add_(0, self.tokens, torch.cat((c_a[:, None], c_B), dim=1))
+__all__ = ["check_heads_arguments", "count_heads_output", "row_terms"]
 
 
 def row_terms(
@@ -113,10 +38,8 @@ def row_terms(
     *,
     check_input: bool = True,
 ) -> RowTerms:
-    """:class:`RowTerms` of the model ``(E, p, W)`` on ``counts`` (no gradient),
-    after the checks of :func:`count_heads_output` (``check_input=False``: of arguments
-    already checked, ``counts`` on ``E``'s device). The finiteness of the scores is
-    checked in either case, from the scores themselves."""
+    """:class:`RowTerms` of the model ``(E, p, W)`` on ``counts`` (no gradient), after
+    the checks of :func:`count_heads_output` (``check_input=False``: skipped)."""
     if check_input:
         counts = check_heads_arguments(E, p, W, counts)
     with torch.no_grad():
@@ -141,10 +64,8 @@ class _CountAttention(torch.autograd.Function):
         )
         den, num = nd[:, 0], nd[:, 1:]
         floor = counts.float_lengths(E.dtype) * torch.finfo(E.dtype).tiny ** 0.5
-        # one synchronisation for three facts: the scores' sum is finite unless some
-        # score is (a NaN or infinity in E, p or W reaches its row's score) or the sum
-        # overflows (checked exactly below); whether every row's mass is represented;
-        # the cancellation ratio of the module docstring
+        # one synchronisation: scores finite (their sum), every row's mass represented,
+        # the cancellation ratio
         norms = torch.linalg.vector_norm(PW, dim=1)  # ||p||, ||W_1||, ..., ||W_K||
         b_min, b_max = torch.aminmax(B)
         covered = (den >= floor).all().to(E.dtype)
@@ -177,7 +98,7 @@ class _CountAttention(torch.autograd.Function):
         if rows is not None:
             G = rows.score_gradient(g, E.shape[0])
         else:
-            G = vocabulary_shift_gradient(ctx, g)
+            G = vocabulary_shift_gradient(ctx.counts, *ctx.saved_tensors[3:], g)
         dE = dp = dW = None
         if ctx.needs_input_grad[0]:
             # one write
@@ -189,33 +110,11 @@ class _CountAttention(torch.autograd.Function):
         return dE, dp, dW, None
 
 
-def vocabulary_shift_gradient(ctx, g: torch.Tensor) -> torch.Tensor:
-    """``(V, 1 + K)`` ``[G_a, G_B]`` from two sparse products: with ``R = g / den``
-    and ``r_D = -sum_k R_k f_k``, ``A^T [r_D, R]`` gives ``(z_D, Z_N)`` per token;
-    ``G_B = u Z_N``, ``G_a = u (z_D + sum_k B_k Z_N,k)``."""
-    _, _, _, B, u, den, f = ctx.saved_tensors
-    _, At = ctx.counts.sparse_matrices(u.dtype)
-    R = g / den[:, None]
-    rD = -(R * f).sum(dim=1)
-    z = kernels.csr_times(
-        At, torch.cat((rD[:, None], R), dim=1), check_input=False
-    )  # (V, 1 + K)
-    G = torch.empty_like(z)
-    torch.mul(u[:, None], z[:, 1:], out=G[:, 1:])  # G_B
-    if B.shape[1] == 1:
-        torch.addcmul(z[:, 0], B[:, 0], z[:, 1], out=G[:, 0])
-    else:
-        torch.add(z[:, 0], (B * z[:, 1:]).sum(dim=1), out=G[:, 0])
-    G[:, 0].mul_(u)  # G_a
-    return G
-
-
 def check_heads_arguments(
     E: torch.Tensor, p: torch.Tensor, W: torch.Tensor, counts: object
 ) -> TokenCounts:
-    """Check the arguments of :func:`count_heads_output` (all but their finiteness,
-    which the forward pass finds from the scores); return ``counts`` on ``E``'s
-    device."""
+    """Check the arguments of :func:`count_heads_output` but their finiteness; return
+    ``counts`` on ``E``'s device."""
     check_head_matrix(W, E)
     check_parameters(E, p, W[:, 0])
     return check_counts(counts, E.shape[0]).to(E.device)
@@ -229,22 +128,11 @@ def count_heads_output(
     *,
     check_input: bool = True,
 ) -> torch.Tensor:
-    """``(n, K)`` outputs ``f_ik = sum_s pi_is (E_s . W_k)`` of every row of ``counts``.
-
-    ``E`` (V, d), ``p`` (d,) and ``W`` (d, K) are float32 or float64 tensors of one
-    dtype and device; ``counts`` a :class:`TokenCounts` over exactly ``V`` tokens (moved
-    to ``E``'s device). Differentiable in ``E``, ``p`` and ``W`` (first derivatives).
-    Raises ``ValueError`` (or a ``TypeError`` that is also one) naming the argument for
-    a wrong type, shape, dtype, device or vocabulary, and for NaN or infinity in ``E``,
-    ``p`` or ``W``. ``check_input=False`` skips the checks of the arguments, for the
-    entry points that have checked them (``counts`` on ``E``'s device).
-
-    On CUDA this is the engine's GPU form
-    (:func:`attnbook.engine.gpu.attention.gpu_count_heads_output`: every sum in a fixed
-    order, no wait for the host), unless ``ATTNBOOK_GPU_ENGINE=0`` asks for the form
-    written for the CPU. The GPU form does not look for NaN or infinity in its scores:
-    they reach the outputs and the loss, which
-    :func:`attnbook.models.training.training_step` refuses."""
+    """``(n, K)`` outputs ``f_ik = sum_s pi_is (E_s . W_k)`` of every row of ``counts``,
+    differentiable in ``E``, ``p`` and ``W``. Raises ``ValueError`` naming a wrong
+    argument and for NaN or infinity in ``E``, ``p`` or ``W`` (``check_input=False``:
+    arguments already checked, ``counts`` on ``E``'s device). On CUDA the engine's GPU
+    form, unless ``ATTNBOOK_GPU_ENGINE=0``; it leaves non-finite values to the loss."""
     if check_input:
         counts = check_heads_arguments(E, p, W, counts)
     if E.device.type == "cuda":  # the GPU package is imported only where it runs

@@ -1,9 +1,5 @@
-"""Full-batch training: one generic optimisation loop.
-
-Every model in the book is trained by :func:`fit`, which only needs the parameters and a
-closure returning the full-batch loss. It records the training loss, optional evaluation
-metrics.
-"""
+"""Full-batch training: :func:`fit`, the one loop every model of the book is trained
+by, from its parameters and a closure returning the full-batch loss."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ from typing import Callable, Mapping
 import torch
 
 from attnbook.engine.counts import TokenCounts, check_counts
+from attnbook.engine.fused import torch_optimizer
 from attnbook.models.count_engine import count_heads_output
 from attnbook.models.losses import logistic_loss
 from attnbook.validation import (
@@ -35,14 +32,9 @@ __all__ = [
 def binary_loss_closure(
     params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
 ) -> Callable[[], torch.Tensor]:
-    """Closure returning the full-batch logistic loss of the one-layer model on
-    ``counts``.
-
-    ``params`` holds ``E``, ``p`` and ``v`` (checked as by
-    :func:`attnbook.validation.check_parameters`), ``counts`` is a :class:`TokenCounts`
-    over ``E``'s vocabulary and ``labels`` are -1/+1, one per sequence: all checked
-    here, once. The closure reads the tensors of ``params`` at every call (a training
-    loop updates them in place) without checking them again."""
+    """Closure returning the full-batch logistic loss of the one-layer model
+    ``params`` (``E``, ``p``, ``v``) on ``counts`` with -1/+1 ``labels``, all checked
+    once, here; it reads ``params`` afresh at every call."""
     E, p, v = _one_layer_parameters(params)
     counts = check_counts(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
@@ -85,20 +77,10 @@ class History:
             self.metrics.setdefault(key, []).append(float(value))
 
 
-def _adam(params: list[torch.Tensor], lr: float) -> torch.optim.Optimizer:
-    """Adam, in its fused single-kernel form where torch offers it for these tensors
-    (the same update, about four times faster on a ``(V, d)`` embedding than the
-    per-operation loop)."""
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except (RuntimeError, ValueError):  # device or dtype without a fused kernel
-        return torch.optim.Adam(params, lr=lr)
-
-
-#: Optimizers by name: ``factory(list_of_tensors, lr)``.
+#: Optimizers by name: ``factory(list_of_tensors, lr)``; Adam in torch's fused form.
 OPTIMIZERS = {
     "gd": lambda ps, lr: torch.optim.SGD(ps, lr=lr),
-    "adam": _adam,
+    "adam": lambda ps, lr: torch_optimizer("adam", [{"params": ps, "lr": lr}]),
 }
 
 
