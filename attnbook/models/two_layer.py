@@ -24,17 +24,6 @@ from attnbook.validation import (
     check_vocabulary,
 )
 
-__all__ = [
-    "PairBlocks",
-    "pair_blocks",
-    "init_two_layer",
-    "two_layer_layout",
-    "two_layer_output",
-    "dense_two_layer_output",
-    "check_two_layer_parameters",
-    "effective_query",
-]
-
 
 def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``W1``, ``W2`` (d, d)
