@@ -473,29 +473,22 @@ def scale_table(
 ) -> tuple[pd.DataFrame, float]:
     """Random fixed ``E`` from rows of norm one and ``N(0, 1)`` entries (first seed),
     and the largest change of the final test accuracy between the two."""
-    rows = {}
+    rows, change = {}, 0.0
     for name in names:
         for label in labels:
-            for scale, cur in (
-                (
-                    "rows of norm 1",
-                    runs.curves[(name, "random_E", label, runs.seeds[0])],
-                ),
-                ("N(0, 1) entries", runs.unit_entries[(name, label)]),
-            ):
+            norm1 = runs.curves[(name, "random_E", label, runs.seeds[0])]
+            unit = runs.unit_entries[(name, label)]
+            for scale, cur in (("rows of norm 1", norm1), ("N(0, 1) entries", unit)):
                 rows[(names[name], label, scale)] = {
                     "test acc. (end)": cur.metrics["test_accuracy"][-1],
                     "test loss (end)": cur.metrics["test_loss"][-1],
                     "best test acc.": max(cur.metrics["test_accuracy"]),
                     "train acc. (end)": cur.metrics["train_accuracy"][-1],
                 }
+            end = [c.metrics["test_accuracy"][-1] for c in (norm1, unit)]
+            change = max(change, abs(end[1] - end[0]))
     table = pd.DataFrame(rows).T
-    changes = (
-        table["test acc. (end)"]
-        .groupby(level=[0, 1])
-        .agg(lambda x: abs(x.iloc[1] - x.iloc[0]))
-    )
-    return table.rename_axis(["data", "dynamics", "random E"]), changes.max()
+    return table.rename_axis(["data", "dynamics", "random E"]), change
 
 
 def spread_runs(
