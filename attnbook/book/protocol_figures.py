@@ -163,37 +163,20 @@ def along_figure(
     return fig
 
 
-_SHORT = {  # short headers: the table fits the column
-    "paper accuracy": "paper acc.",
-    "accuracy at the end": "acc. (end)",
-    "loss at the end": "loss (end)",
-    "best accuracy": "best acc.",
-    "first step at the paper's accuracy": "step: paper acc.",
-    "first step at the paper's loss": "step: paper loss",
-}
-
-
 def styled_number_table(table: pd.DataFrame):
-    """A ``paper_number_table`` (or several, concatenated) with short headers."""
-    shown = table.rename(columns=_SHORT)
-    steps = [c for c in shown.columns if c.startswith("step:")]
+    """A ``paper_number_table`` (or several, concatenated), formatted."""
+    steps = ["step: paper acc.", "step: paper loss"]
     return (
-        shown.style.format("{:.3f}")
+        table.style.format("{:.3f}")
         .format("{:.0f}", subset=steps, na_rep="never")
         .format("{:.2f}", subset=["paper acc.", "paper loss"])
     )
 
 
 def styled_cross_table(table: pd.DataFrame):
-    """A ``crossing_table`` under two headers (first step at the paper's ratio, ratio
-    at the end), one column per reading, so that it fits the column."""
-    words = {v: k for k, v in SPREAD_READINGS.items()}
-    shown = table.copy()
-    shown.columns = pd.MultiIndex.from_tuples(
-        [(c.rsplit(", ", 1)[0], words[c.rsplit(", ", 1)[1]]) for c in table.columns]
-    )
-    first = [c for c in shown.columns if c[0].startswith("first")]
-    return shown.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
+    """A ``crossing_table``, formatted."""
+    first = [c for c in table.columns if c[0].startswith("first")]
+    return table.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
 
 
 def styled_nearest(table: pd.DataFrame):

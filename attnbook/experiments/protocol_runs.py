@@ -61,18 +61,14 @@ def paper_number_table(
                     "dynamics": label,
                     "model": ABLATIONS[model][0],
                     "split": split,
-                    "paper accuracy": paper["accuracy"],
+                    "paper acc.": paper["accuracy"],
                     "paper loss": paper["loss"],
-                    "accuracy at the end": curve.metrics[acc][-1],
-                    "loss at the end": curve.metrics[loss][-1],
-                    "best accuracy": max(curve.metrics[acc]),
+                    "acc. (end)": curve.metrics[acc][-1],
+                    "loss (end)": curve.metrics[loss][-1],
+                    "best acc.": max(curve.metrics[acc]),
                     "lowest loss": min(curve.metrics[loss]),
-                    "first step at the paper's accuracy": np.nan
-                    if reach_acc is None
-                    else reach_acc,
-                    "first step at the paper's loss": np.nan
-                    if reach_loss is None
-                    else reach_loss,
+                    "step: paper acc.": np.nan if reach_acc is None else reach_acc,
+                    "step: paper loss": np.nan if reach_loss is None else reach_loss,
                 }
             )
     return pd.DataFrame(rows).set_index(["dynamics", "model", "split"])
@@ -457,12 +453,12 @@ def accuracy_quotes(
         "best_gap_min": stats["gap_min"],
         "best_gap_se": stats["se_max"],
         "random_best_test_acc": stats["random_best"],
-        "trained_end_test_acc": row_full["accuracy at the end"],
-        "random_end_test_acc": row_rand["accuracy at the end"],
-        "random_end_test_loss": row_rand["loss at the end"],
-        "trained_train_acc_step": train_full["first step at the paper's accuracy"],
-        "trained_train_loss_step": train_full["first step at the paper's loss"],
-        "random_test_acc_step": row_rand["first step at the paper's accuracy"],
+        "trained_end_test_acc": row_full["acc. (end)"],
+        "random_end_test_acc": row_rand["acc. (end)"],
+        "random_end_test_loss": row_rand["loss (end)"],
+        "trained_train_acc_step": train_full["step: paper acc."],
+        "trained_train_loss_step": train_full["step: paper loss"],
+        "random_test_acc_step": row_rand["step: paper acc."],
         "unit_entries_end_test_acc": unit_entries.metrics["test_accuracy"][-1],
         "unit_entries_end_test_loss": unit_entries.metrics["test_loss"][-1],
     }
@@ -516,8 +512,9 @@ def crossing_table(
     tags: Mapping[str, str],
 ) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
     """Per corpus, label and score: the first step at the paper's ratio and the ratio
-    at the end, per reading (also keyed ``<corpus>_<tag>_<score>_<reading>_{end,
-    cross}``); and the smallest scale-free ratio from step 10 on."""
+    at the end, under two headers, per reading (also keyed
+    ``<corpus>_<tag>_<score>_<reading>_{end, cross}``); and the smallest scale-free
+    ratio from step 10 on."""
     rows, numbers, late_min = {}, {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -527,11 +524,10 @@ def crossing_table(
             )
             for score, slug in (("E.v", "value"), ("E.p", "cls")):
                 cross = crossing_steps(frame, score)
-                row = {}
-                for r, words in SPREAD_READINGS.items():
-                    row[f"first step at the paper's ratio, {words}"] = cross[r]
-                for r, words in SPREAD_READINGS.items():
-                    row[f"ratio at the end, {words}"] = end.loc[(score, r), "ratio"]
+                first = "first step at the paper's ratio"
+                row = {(first, r): cross[r] for r in SPREAD_READINGS}
+                for r in SPREAD_READINGS:
+                    row[("ratio at the end", r)] = end.loc[(score, r), "ratio"]
                     key = f"{name}_{tag}_{slug}_{r.replace('-', '_')}"
                     numbers[f"{key}_end"] = end.loc[(score, r), "ratio"]
                     numbers[f"{key}_cross"] = cross[r]
