@@ -34,16 +34,6 @@ class BinaryModel:
     test_data: object
 
 
-@dataclass
-class ComparisonResult:
-    """Test accuracy along training, the last accuracies and loss, and the trained
-    parameters, of every model."""
-
-    curves: list[dict[str, object]]
-    final: dict[str, dict[str, float]]
-    trained: dict[str, dict[str, torch.Tensor]]
-
-
 def train_binary_models(
     models: Mapping[str, BinaryModel],
     y_train: torch.Tensor,
@@ -52,14 +42,13 @@ def train_binary_models(
     steps: int,
     lr: float,
     eval_every: int,
-) -> ComparisonResult:
+) -> tuple[list[dict], dict[str, dict], dict[str, dict]]:
     """Full-batch Adam on the logistic loss for every model, the ``i``-th from seed
-    ``i``; accuracies every ``eval_every`` steps."""
+    ``i``: test accuracy every ``eval_every`` steps, the last accuracies and loss, and
+    the trained parameters."""
     if not models:
         raise ValueError("models must hold at least one model")
-    curves: list[dict[str, object]] = []
-    final: dict[str, dict[str, float]] = {}
-    trained: dict[str, dict[str, torch.Tensor]] = {}
+    curves, final, trained = [], {}, {}
     for i, (name, model) in enumerate(models.items()):
         params = model.init(torch.Generator().manual_seed(i))
 
@@ -85,7 +74,7 @@ def train_binary_models(
             {"model": name, "step": s, "test accuracy": a}
             for s, a in zip(history.eval_steps, history.metrics["test"])
         ]
-    return ComparisonResult(curves, final, trained)
+    return curves, final, trained
 
 
 #: The signal tokens of XOR data, in the order of their ids.
