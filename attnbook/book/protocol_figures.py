@@ -1,5 +1,4 @@
-"""The figures of the chapter on the paper's protocol (learning curves, the spread
-ratio and the picture along training) and its tables, styled for the page."""
+"""The figures and styled tables of the chapter on the paper's protocol."""
 
 from __future__ import annotations
 
@@ -18,14 +17,6 @@ from attnbook.experiments.protocol_runs import (
     ProtocolRuns,
 )
 from attnbook.experiments.robustness import PICTURE_STATISTICS
-
-__all__ = [
-    "curve_figure",
-    "spread_figure",
-    "along_figure",
-    "styled_number_table",
-    "styled_cross_table",
-]
 
 _MODEL_COLORS = {
     "full": PALETTE["theory"],
@@ -172,83 +163,28 @@ def along_figure(
     return fig
 
 
-_SHORT = {  # short headers: the table fits the column
-    "paper accuracy": "paper acc.",
-    "accuracy at the end": "acc. (end)",
-    "loss at the end": "loss (end)",
-    "best accuracy": "best acc.",
-    "first step at the paper's accuracy": "step: paper acc.",
-    "first step at the paper's loss": "step: paper loss",
-}
-
-
 def styled_number_table(table: pd.DataFrame):
-    """A ``paper_number_table`` (or several, concatenated) with short headers."""
-    shown = table.rename(columns=_SHORT)
-    steps = [c for c in shown.columns if c.startswith("step:")]
+    """A ``paper_number_table`` (or several, concatenated), formatted."""
+    steps = ["step: paper acc.", "step: paper loss"]
     return (
-        shown.style.format("{:.3f}")
+        table.style.format("{:.3f}")
         .format("{:.0f}", subset=steps, na_rep="never")
         .format("{:.2f}", subset=["paper acc.", "paper loss"])
     )
 
 
 def styled_cross_table(table: pd.DataFrame):
-    """A ``crossing_table`` under two headers (first step at the paper's ratio, ratio
-    at the end), one column per reading, so that it fits the column."""
-    words = {v: k for k, v in SPREAD_READINGS.items()}
-    shown = table.copy()
-    shown.columns = pd.MultiIndex.from_tuples(
-        [(c.rsplit(", ", 1)[0], words[c.rsplit(", ", 1)[1]]) for c in table.columns]
-    )
-    first = [c for c in shown.columns if c[0].startswith("first")]
-    return shown.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
-
-
-_NEAREST_NAMES = {
-    "accuracy": "acc.",
-    "accuracy − paper": "Δ acc.",
-    "loss − paper": "Δ loss",
-    "distance": "dist.",
-    "each model at its own step size": "own step sizes",
-    "one step size, one step": "one step",
-}
+    """A ``crossing_table``, formatted."""
+    first = [c for c in table.columns if c[0].startswith("first")]
+    return table.style.format("{:.3f}").format("{:.0f}", subset=first, na_rep="never")
 
 
 def styled_nearest(table: pd.DataFrame):
-    """Either table of ``nearest_tables`` with a row per model and shorter names, so
-    that it fits the column."""
-    table = _model_rows(table).drop(columns="pair distance", errors="ignore")
-    table = table.rename(columns=_NEAREST_NAMES, index=_NEAREST_NAMES)
-    ints = [c for c in table.columns if c.endswith(("step", "seed"))]
-    dist = [c for c in table.columns if c == "dist."]
-    numeric = table.select_dtypes("number").columns
-    floats = [c for c in numeric if c not in ints + dist]
+    """Either table of ``nearest_tables``, formatted to fit the column."""
+    ints, numeric = ["seed", "step"], table.select_dtypes("number").columns
+    floats = [c for c in numeric if c not in ints + ["dist."]]
     return (
         table.style.format("{:.3f}", subset=floats)
         .format("{:.0f}", subset=ints)
-        .format("{:.1f}", subset=dist)
+        .format("{:.1f}", subset=["dist."])
     )
-
-
-def _model_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with its ``"<model>: <quantity>"`` columns moved into rows, the
-    others repeated on each (``"pair <name>"`` where a model has that quantity)."""
-    models = list(dict.fromkeys(c.split(": ")[0] for c in table.columns if ": " in c))
-    if not models:
-        return table
-    shared = [c for c in table.columns if ": " not in c]
-    rows = {}
-    for key, row in table.iterrows():
-        for model in models:
-            part = {
-                c.split(": ", 1)[1]: row[c]
-                for c in table.columns
-                if c.startswith(f"{model}: ")
-            }
-            rows[(*(key if isinstance(key, tuple) else (key,)), model)] = {
-                **part,
-                **{(f"pair {c}" if c in part else c): row[c] for c in shared},
-            }
-    out = pd.DataFrame(rows).T.infer_objects()
-    return out.rename_axis([*table.index.names, "model"])

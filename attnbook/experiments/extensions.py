@@ -1,6 +1,5 @@
-"""Helpers of the extension chapters: class maps, per-class importance and one step of
-the K-class model, review subsets and the trend statistics of a per-token score against
-importance."""
+"""Helpers of the extension chapters: class maps, per-class importance, one step of the
+K-class model, review subsets, trend statistics of a score against importance."""
 
 from __future__ import annotations
 
@@ -33,23 +32,6 @@ from attnbook.theory.one_step import (
 )
 from attnbook.theory.one_step_check import init_one_step
 from attnbook.validation import ArgumentTypeError, check_count, check_generator
-
-__all__ = [
-    "REBUTTAL_MLP_CLS",
-    "u_comparison",
-    "YELP_CLASS_NAMES",
-    "IMDB_BAND_NAMES",
-    "yelp_star_classes",
-    "imdb_rating_bands",
-    "class_importance",
-    "class_reviews",
-    "class_one_step",
-    "subsample_corpus",
-    "short_reviews",
-    "bin_monotonicity",
-    "real_array",
-    "trend_statistics",
-]
 
 #: The authors' bin means of ``E_s . p`` with an MLP after the softmax (OpenReview
 #: rebuttal), over 20 bins whose centres run from -0.95 to 0.89.
@@ -127,9 +109,8 @@ def class_reviews(
     to_classes: Callable[[np.ndarray], np.ndarray],
     n_classes: int,
 ) -> dict[str, object]:
-    """The reviews ``name`` with the classes ``to_classes`` gives their stars:
-    ``corpus``, ``y_train``, ``y_test`` and the training split's per-class
-    ``importance``."""
+    """``corpus``, ``y_train``, ``y_test`` (``to_classes`` of the stars) and the
+    training split's per-class ``importance`` of the reviews ``name``."""
     corpus = prepare_reviews(name, min_df)
     y_train = torch.from_numpy(to_classes(corpus.train_stars))
     return {
@@ -174,8 +155,8 @@ def class_one_step(
 def subsample_corpus(
     name: str, n_train: int, n_test: int, min_df: int, rng: np.random.Generator
 ):
-    """A random subset of ``n_train`` training and ``n_test`` test reviews of ``name``,
-    encoded over the training subset's vocabulary (document frequency >= ``min_df``)."""
+    """``n_train`` training and ``n_test`` test reviews of ``name`` drawn at random,
+    over the training subset's vocabulary (document frequency >= ``min_df``)."""
     n_train, n_test = check_count(n_train, "n_train"), check_count(n_test, "n_test")
     min_df = check_count(min_df, "min_df")
     check_generator(rng)
@@ -206,9 +187,8 @@ def subsample_corpus(
 def short_reviews(
     name: str, max_words: int, min_df: int
 ) -> tuple[ReviewCorpus, np.ndarray]:
-    """The training reviews with at most ``max_words`` distinct words and all test
-    reviews, over those training reviews' vocabulary; and the rows of the short test
-    reviews."""
+    """Training reviews of at most ``max_words`` distinct words and all test reviews,
+    over those training reviews' vocabulary; and the rows of the short test ones."""
     max_words = check_count(max_words, "max_words")
     min_df = check_count(min_df, "min_df")
     train, test = load_split(name, "train"), load_split(name, "test")

@@ -1,8 +1,7 @@
-"""The chapter on the paper's protocol: learning curves of the three models of
-:data:`~attnbook.experiments.curves.ABLATIONS` at equal budgets (:func:`protocol_runs`);
-where the numbers the paper's authors reported (OpenReview rebuttal; budget, step size
-and split not stated) fall on them, each read as exact to the rounding it is given with
-(:data:`PAPER_ROUNDING`); the spread ratio and the picture along training."""
+"""The runs of the chapter on the paper's protocol: learning curves of the models of
+:data:`~attnbook.experiments.curves.ABLATIONS` at equal budgets, where the numbers the
+paper's authors reported fall on them (each exact to its rounding), the spread ratio and
+the picture along training."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import pandas as pd
 import torch
 
 from attnbook.data.corpus import ReviewCorpus
-from attnbook.experiments import spreads as repeats
 from attnbook.experiments.curves import (
     ABLATIONS,
     SPREAD_READINGS,
@@ -29,38 +27,7 @@ from attnbook.experiments.curves import (
 from attnbook.experiments.importance import observed_range, token_statistics
 from attnbook.experiments.picture import MAIN_STATISTICS
 from attnbook.experiments.real_data import one_step_eta, starting_points
-
-__all__ = [
-    "PAPER_ACCURACY_LOSS",
-    "PAPER_SPREAD_RATIO",
-    "paper_number_table",
-    "PAPER_ROUNDING",
-    "window_steps",
-    "matching_steps",
-    "window_distance",
-    "point_at",
-    "nearest_point",
-    "accuracy_gap",
-    "loss_rise",
-    "crossing_steps",
-    "accuracy_descriptions",
-    "nearest_descriptions",
-    "spread_descriptions",
-    "ProtocolRuns",
-    "protocol_runs",
-    "match_table",
-    "nearest_tables",
-    "nearest_quotes",
-    "accuracy_statistics",
-    "accuracy_spreads",
-    "accuracy_quotes",
-    "scale_table",
-    "spread_runs",
-    "crossing_table",
-    "spans",
-    "hold_table",
-    "picture_end_spreads",
-]
+from attnbook.experiments.spreads import spread_over
 
 #: The paper's accuracy and loss by model (key of :data:`ABLATIONS`).
 PAPER_ACCURACY_LOSS = {
@@ -71,14 +38,15 @@ PAPER_ACCURACY_LOSS = {
 PAPER_ROUNDING = {"accuracy": 0.005, "loss": 0.05}
 #: The paper's spread ratio (one step then frozen ``E`` over full training), by score.
 PAPER_SPREAD_RATIO = {"E.v": 1 / 8, "E.p": 1 / 6}
+#: The two models with numbers in the paper, in the words of the tables.
+_MODELS = {m: ABLATIONS[m][0] for m in ("full", "random_E")}
 
 
 def paper_number_table(
     curves: Mapping[tuple[str, str], Curve], splits: tuple[str, ...] = ("train", "test")
 ) -> pd.DataFrame:
     """Per (dynamics label, model with a paper number, split): accuracy and loss at the
-    end, the best of each, and the first step each reaches the paper's (``NaN``:
-    never)."""
+    end, the best of each, and the first step at the paper's (``NaN``: never)."""
     rows = []
     for (model, label), curve in curves.items():
         if model not in PAPER_ACCURACY_LOSS:
@@ -93,18 +61,14 @@ def paper_number_table(
                     "dynamics": label,
                     "model": ABLATIONS[model][0],
                     "split": split,
-                    "paper accuracy": paper["accuracy"],
+                    "paper acc.": paper["accuracy"],
                     "paper loss": paper["loss"],
-                    "accuracy at the end": curve.metrics[acc][-1],
-                    "loss at the end": curve.metrics[loss][-1],
-                    "best accuracy": max(curve.metrics[acc]),
+                    "acc. (end)": curve.metrics[acc][-1],
+                    "loss (end)": curve.metrics[loss][-1],
+                    "best acc.": max(curve.metrics[acc]),
                     "lowest loss": min(curve.metrics[loss]),
-                    "first step at the paper's accuracy": np.nan
-                    if reach_acc is None
-                    else reach_acc,
-                    "first step at the paper's loss": np.nan
-                    if reach_loss is None
-                    else reach_loss,
+                    "step: paper acc.": np.nan if reach_acc is None else reach_acc,
+                    "step: paper loss": np.nan if reach_loss is None else reach_loss,
                 }
             )
     return pd.DataFrame(rows).set_index(["dynamics", "model", "split"])
@@ -117,8 +81,8 @@ def window_steps(
     *,
     rounding: Mapping[str, float] = PAPER_ROUNDING,
 ) -> list[int]:
-    """The evaluation steps at which accuracy and loss on ``split`` both lie within
-    ``rounding`` of the paper's numbers for ``model``."""
+    """The steps at which accuracy and loss on ``split`` both lie within ``rounding``
+    of the paper's numbers for ``model``."""
     paper = PAPER_ACCURACY_LOSS[model]
     acc, loss = curve.metrics[f"{split}_accuracy"], curve.metrics[f"{split}_loss"]
     return [
@@ -149,23 +113,15 @@ def matching_steps(
     ]
 
 
-def window_distance(accuracy: float, loss: float, model: str) -> float:
-    """The larger distance of ``accuracy`` and ``loss`` from the paper's for ``model``,
-    in units of the rounding: at most 1 inside the window."""
-    if model not in PAPER_ACCURACY_LOSS:
-        raise ValueError(f"model must be one of {sorted(PAPER_ACCURACY_LOSS)}")
-    paper = PAPER_ACCURACY_LOSS[model]
-    return max(
-        abs(accuracy - paper["accuracy"]) / PAPER_ROUNDING["accuracy"],
-        abs(loss - paper["loss"]) / PAPER_ROUNDING["loss"],
-    )
-
-
-def point_at(curve: Curve, j: int, model: str, split: str, key: object) -> dict:
-    """The evaluation ``j`` of ``curve`` on ``split``: ``key``, ``step``, ``accuracy``,
-    ``loss``, ``accuracy_off``, ``loss_off`` (minus the paper's) and ``distance``."""
+def _point_at(curve: Curve, j: int, model: str, split: str, key: object) -> dict:
+    """Evaluation ``j`` of ``curve``: ``key``, ``step``, accuracy and loss, each minus
+    the paper's, and ``distance`` (the larger, in units of the rounding)."""
     a, ell = curve.metrics[f"{split}_accuracy"][j], curve.metrics[f"{split}_loss"][j]
     paper = PAPER_ACCURACY_LOSS[model]
+    distance = max(
+        abs(a - paper["accuracy"]) / PAPER_ROUNDING["accuracy"],
+        abs(ell - paper["loss"]) / PAPER_ROUNDING["loss"],
+    )
     return {
         "key": key,
         "step": curve.steps[j],
@@ -173,21 +129,19 @@ def point_at(curve: Curve, j: int, model: str, split: str, key: object) -> dict:
         "loss": ell,
         "accuracy_off": a - paper["accuracy"],
         "loss_off": ell - paper["loss"],
-        "distance": window_distance(a, ell, model),
+        "distance": distance,
     }
 
 
-def nearest_point(
-    curves: Mapping[object, Curve], model: str, split: str
-) -> dict[str, object]:
-    """The :func:`point_at` of every curve and step nearest the paper's numbers for
-    ``model`` (the first on ties)."""
+def nearest_point(curves: Mapping[object, Curve], model: str, split: str) -> dict:
+    """The point (:func:`_point_at`) of every curve and step nearest the paper's
+    numbers for ``model`` (the first on ties)."""
     if not curves:
         raise ValueError("curves must not be empty")
     best = None
     for key, curve in curves.items():
         for j in range(len(curve.steps)):
-            point = point_at(curve, j, model, split, key)
+            point = _point_at(curve, j, model, split, key)
             if best is None or point["distance"] < best["distance"]:
                 best = point
     return best
@@ -228,66 +182,6 @@ def crossing_steps(spreads: pd.DataFrame, score: str) -> dict[str, float]:
         hit = part[part["ratio"] <= PAPER_SPREAD_RATIO[score]]
         out[reading] = float(hit["step"].iloc[0]) if len(hit) else np.nan
     return out
-
-
-def accuracy_descriptions(
-    key: str, label: str, data: str, n_seeds: int
-) -> dict[str, str]:
-    """The words of the checks of claim C6a on one corpus (``data``) and dynamics
-    ``label``, by check name (``key`` is ``<corpus>_<tag>``)."""
-    at, E = f"{label}, {data}", "$\\E$"
-    pair = (
-        "evaluation steps (all seeds) at which both models are at the paper's numbers"
-    )
-    return {
-        f"{key}_test_acc_gap_min_seed": f"best test accuracy, trained minus random "
-        f"fixed {E}, smallest over {n_seeds} seeds (threshold: three standard errors), "
-        f"{at}",
-        f"{key}_train_loss_ratio": "lowest training loss along the budget, random "
-        f"fixed over trained {E}, smallest over seeds, {at}",
-        f"{key}_test_acc_trained": f"best test accuracy of trained {E} over the seeds "
-        f"(paper ≈ 95%), {at}",
-        f"{key}_test_loss_trained": f"lowest test loss of trained {E} over the seeds "
-        f"(paper ≈ 0.1), {at}",
-        f"{key}_test_acc_gap": f"test accuracy, trained minus random fixed {E} at the "
-        f"end of the budget, largest over the seeds (paper ≈ 23 points), {at}",
-        f"{key}_test_pair_steps": f"{pair} on the test split, {at}",
-        f"{key}_train_pair_steps": f"{pair} on the training split, {at}",
-    }
-
-
-def nearest_descriptions(name: str, data: str, labels: Sequence[str]) -> dict[str, str]:
-    """The words of the checks of claim C6a on how near one corpus's runs come to the
-    paper's four numbers with each model at its own step size (``name`` the corpus,
-    ``data`` its name in words, ``labels`` the dynamics searched)."""
-    family = (
-        f"each model at its own step size ({', '.join(labels)}), seed and evaluation "
-        "step, the random fixed model at both scales of its embeddings"
-    )
-    return {
-        f"{name}_{split}_nearest_protocol": "distance of the nearest protocol to the "
-        "paper's four numbers, in units of their rounding (at most 1: all four within "
-        f"it), {words} split, {family}, {data}"
-        for split, words in (("test", "test"), ("train", "training"))
-    }
-
-
-def spread_descriptions(key: str, label: str, data: str) -> dict[str, str]:
-    """The words of the checks of claim C6b on one corpus (``data``) and dynamics
-    ``label``, by check name (``key`` is ``<corpus>_<tag>``)."""
-    what = {}
-    for slug, math in (("value", r"$\E_s \cdot \bv$"), ("cls", r"$\E_s \cdot \bp$")):
-        k, at = f"{key}_{slug}", f"{label}, {data}"
-        what[f"{k}_spread_ratio_units"] = (
-            f"{math} spread ratio, mean over tokens, end of the budget, {at}"
-        )
-        what[f"{k}_spread_ratio_scale_free"] = (
-            f"{math} spread ratio, scale-free, end of the budget, {at}"
-        )
-        what[f"{k}_scale_free_min"] = (
-            f"smallest scale-free {math} spread ratio from step 10 on, {at}"
-        )
-    return what
 
 
 @dataclass
@@ -410,8 +304,6 @@ def match_table(
     return frame, counts
 
 
-#: The two models with numbers in the paper, in the words of the tables.
-_MODELS = {m: ABLATIONS[m][0] for m in ("full", "random_E")}
 _UNIT = "N(0, 1) entries"
 
 
@@ -427,21 +319,6 @@ def _model_curves(
     return out
 
 
-def _point_columns(point: Mapping[str, object], prefix: str) -> dict[str, object]:
-    scale, seed = point["key"][-2:]
-    return {
-        f"{prefix}: step size": point["label"],
-        f"{prefix}: E": scale,
-        f"{prefix}: seed": seed,
-        f"{prefix}: step": point["step"],
-        f"{prefix}: accuracy": point["accuracy"],
-        f"{prefix}: accuracy − paper": point["accuracy_off"],
-        f"{prefix}: loss": point["loss"],
-        f"{prefix}: loss − paper": point["loss_off"],
-        f"{prefix}: distance": point["distance"],
-    }
-
-
 def _nearest_paired(
     runs: ProtocolRuns, name: str, labels: Sequence[str], split: str
 ) -> dict[str, dict[str, object]]:
@@ -454,8 +331,8 @@ def _nearest_paired(
             rand = runs.curves[(name, "random_E", label, seed)]
             for j in range(len(full.steps)):
                 pair = {
-                    "full": point_at(full, j, "full", split, key) | {"label": label},
-                    "random_E": point_at(rand, j, "random_E", split, key)
+                    "full": _point_at(full, j, "full", split, key) | {"label": label},
+                    "random_E": _point_at(rand, j, "random_E", split, key)
                     | {"label": label},
                 }
                 dist = max(p["distance"] for p in pair.values())
@@ -464,79 +341,72 @@ def _nearest_paired(
     return best
 
 
+def _row(point: Mapping[str, object]) -> dict[str, object]:
+    scale, seed = point["key"]
+    return {
+        "E": scale,
+        "seed": seed,
+        "step": point["step"],
+        "acc.": point["accuracy"],
+        "Δ acc.": point["accuracy_off"],
+        "loss": point["loss"],
+        "Δ loss": point["loss_off"],
+        "dist.": point["distance"],
+    }
+
+
 def nearest_tables(
     runs: ProtocolRuns, names: Mapping[str, str], labels: Sequence[str]
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
-    """How near the runs come to the paper's four numbers (:func:`nearest_point`): per
-    corpus, split, model and label; per protocol (each model at its own step size, or
-    both at one step); and the protocols' distances, keyed
-    ``<corpus>_<split>_nearest_{own,paired}``."""
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, object]]:
+    """The :func:`nearest_point` per corpus, split, model and label; per protocol (each
+    model at its own step size, or both at one step) and model; and the protocols'
+    distances (``<corpus>_<split>_nearest_{own,paired}``) with the quoted fields of
+    the first (``<corpus>_<split>_own_<trained|random>_<field>``)."""
     rows, pairs, numbers = {}, {}, {}
-    for name in names:
+    for name, data in names.items():
         for split in ("train", "test"):
-            chosen = {}
+            own = {}
             for model, words in _MODELS.items():
                 for label in labels:
-                    point = nearest_point(
-                        _model_curves(runs, name, model, label), model, split
-                    )
-                    point["label"] = label
-                    rows[(names[name], split, words, label)] = {
-                        k: v
-                        for k, v in _point_columns(point, "x").items()
-                        if not k.endswith("step size")
-                    }
-                    if (
-                        model not in chosen
-                        or point["distance"] < chosen[model]["distance"]
-                    ):
-                        chosen[model] = point
+                    curves = _model_curves(runs, name, model, label)
+                    point = nearest_point(curves, model, split) | {"label": label}
+                    rows[(data, split, words, label)] = _row(point)
+                    if model not in own or point["distance"] < own[model]["distance"]:
+                        own[model] = point
             paired = _nearest_paired(runs, name, labels, split)
-            for protocol, pair in (
-                ("each model at its own step size", chosen),
-                ("one step size, one step", paired),
+            for protocol, short, pair in (
+                ("own step sizes", "own", own),
+                ("one step", "paired", paired),
             ):
-                row = {}
-                for model, words in _MODELS.items():
-                    row |= _point_columns(pair[model], words)
-                row["distance"] = max(p["distance"] for p in pair.values())
-                pairs[(names[name], split, protocol)] = row
-            own = pairs[(names[name], split, "each model at its own step size")]
-            numbers[f"{name}_{split}_nearest_own"] = own["distance"]
-            numbers[f"{name}_{split}_nearest_paired"] = pairs[
-                (names[name], split, "one step size, one step")
-            ]["distance"]
-    per_model = pd.DataFrame(rows).T.infer_objects()
-    per_model = per_model.rename_axis(["data", "split", "model", "dynamics"])
-    per_model.columns = [c.removeprefix("x: ") for c in per_model.columns]
-    protocols = pd.DataFrame(pairs).T.infer_objects()
-    protocols = protocols.rename_axis(["data", "split", "protocol"])
-    return per_model, protocols, numbers
-
-
-def nearest_quotes(
-    protocols: pd.DataFrame, names: Mapping[str, str]
-) -> dict[str, object]:
-    """The quoted fields of the protocol "each model at its own step size", keyed
-    ``<corpus>_<split>_own_<trained|random>_<field>``."""
-    out = {}
-    fields = {"accuracy": "accuracy", "loss": "loss", "lr": "step size", "E": "E"}
-    for name, words in names.items():
-        for split in ("train", "test"):
-            row = protocols.loc[(words, split, "each model at its own step size")]
+                for model, point in pair.items():
+                    row = {"step size": point["label"], **_row(point)}
+                    pairs[(data, split, protocol, _MODELS[model])] = row
+                distance = max(p["distance"] for p in pair.values())
+                numbers[f"{name}_{split}_nearest_{short}"] = distance
             for short, model in (("trained", "full"), ("random", "random_E")):
-                prefix = _MODELS[model]
-                key = f"{name}_{split}_own_{short}"
-                for field_name, column in fields.items():
-                    out[f"{key}_{field_name}"] = row[f"{prefix}: {column}"]
-                out[f"{key}_step"] = int(row[f"{prefix}: step"])
-    return out
+                point, key = own[model], f"{name}_{split}_own_{short}"
+                numbers[f"{key}_accuracy"] = point["accuracy"]
+                numbers[f"{key}_loss"] = point["loss"]
+                numbers[f"{key}_lr"] = point["label"]
+                numbers[f"{key}_E"] = point["key"][0]
+                numbers[f"{key}_step"] = int(point["step"])
+    per_model = pd.DataFrame.from_dict(rows, orient="index")
+    protocols = pd.DataFrame.from_dict(pairs, orient="index")
+    return (
+        per_model.rename_axis(["data", "split", "model", "dynamics"]),
+        protocols.rename_axis(["data", "split", "protocol", "model"]),
+        numbers,
+    )
 
 
-def _per_seed(fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]):
-    """Per seed: the gap of the best test accuracies, trained ``E``'s best test
-    accuracy and lowest test loss, and the test-accuracy gap at the end."""
-    return {
+def accuracy_statistics(
+    fulls: Sequence[Curve], rands: Sequence[Curve], n_test: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """What the checks of claim C6a compare over the seeds (trained and random fixed
+    ``E``'s curves, one per seed), and the spread over the seeds of those taken per
+    seed."""
+    gaps = [accuracy_gap(f, r, n_test) for f, r in zip(fulls, rands)]
+    per_seed = {
         "gap_min": [g["gap"] for g in gaps],
         "best_acc": [max(f.metrics["test_accuracy"]) for f in fulls],
         "low_loss": [min(f.metrics["test_loss"]) for f in fulls],
@@ -545,16 +415,8 @@ def _per_seed(fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dic
             for f, r in zip(fulls, rands)
         ],
     }
-
-
-def accuracy_statistics(
-    fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]
-) -> dict[str, float]:
-    """What the checks of claim C6a compare over the seeds (trained and random fixed
-    ``E``'s curves, one :func:`accuracy_gap` per seed)."""
-    seeds = _per_seed(fulls, rands, gaps)
-    return {
-        "gap_min": min(seeds["gap_min"]),
+    stats = {
+        "gap_min": min(per_seed["gap_min"]),
         "se_max": max(g["se"] for g in gaps),
         "random_best": max(g["random"] for g in gaps),
         "loss_ratio": min(
@@ -562,18 +424,11 @@ def accuracy_statistics(
             for f, r in zip(fulls, rands)
         ),
         **loss_rise(fulls),
-        "best_acc": max(seeds["best_acc"]),
-        "low_loss": min(seeds["low_loss"]),
-        "end_gap": max(seeds["end_gap"]),
+        "best_acc": max(per_seed["best_acc"]),
+        "low_loss": min(per_seed["low_loss"]),
+        "end_gap": max(per_seed["end_gap"]),
     }
-
-
-def accuracy_spreads(
-    fulls: Sequence[Curve], rands: Sequence[Curve], gaps: Sequence[dict]
-) -> dict[str, float]:
-    """The standard deviation over the seeds of the statistics of
-    :func:`accuracy_statistics` that the checks compare."""
-    return {k: repeats.spread_over(v) for k, v in _per_seed(fulls, rands, gaps).items()}
+    return stats, {k: spread_over(v) for k, v in per_seed.items()}
 
 
 def accuracy_quotes(
@@ -598,12 +453,12 @@ def accuracy_quotes(
         "best_gap_min": stats["gap_min"],
         "best_gap_se": stats["se_max"],
         "random_best_test_acc": stats["random_best"],
-        "trained_end_test_acc": row_full["accuracy at the end"],
-        "random_end_test_acc": row_rand["accuracy at the end"],
-        "random_end_test_loss": row_rand["loss at the end"],
-        "trained_train_acc_step": train_full["first step at the paper's accuracy"],
-        "trained_train_loss_step": train_full["first step at the paper's loss"],
-        "random_test_acc_step": row_rand["first step at the paper's accuracy"],
+        "trained_end_test_acc": row_full["acc. (end)"],
+        "random_end_test_acc": row_rand["acc. (end)"],
+        "random_end_test_loss": row_rand["loss (end)"],
+        "trained_train_acc_step": train_full["step: paper acc."],
+        "trained_train_loss_step": train_full["step: paper loss"],
+        "random_test_acc_step": row_rand["step: paper acc."],
         "unit_entries_end_test_acc": unit_entries.metrics["test_accuracy"][-1],
         "unit_entries_end_test_loss": unit_entries.metrics["test_loss"][-1],
     }
@@ -614,29 +469,22 @@ def scale_table(
 ) -> tuple[pd.DataFrame, float]:
     """Random fixed ``E`` from rows of norm one and ``N(0, 1)`` entries (first seed),
     and the largest change of the final test accuracy between the two."""
-    rows = {}
+    rows, change = {}, 0.0
     for name in names:
         for label in labels:
-            for scale, cur in (
-                (
-                    "rows of norm 1",
-                    runs.curves[(name, "random_E", label, runs.seeds[0])],
-                ),
-                ("N(0, 1) entries", runs.unit_entries[(name, label)]),
-            ):
+            norm1 = runs.curves[(name, "random_E", label, runs.seeds[0])]
+            unit = runs.unit_entries[(name, label)]
+            for scale, cur in (("rows of norm 1", norm1), ("N(0, 1) entries", unit)):
                 rows[(names[name], label, scale)] = {
                     "test acc. (end)": cur.metrics["test_accuracy"][-1],
                     "test loss (end)": cur.metrics["test_loss"][-1],
                     "best test acc.": max(cur.metrics["test_accuracy"]),
                     "train acc. (end)": cur.metrics["train_accuracy"][-1],
                 }
+            end = [c.metrics["test_accuracy"][-1] for c in (norm1, unit)]
+            change = max(change, abs(end[1] - end[0]))
     table = pd.DataFrame(rows).T
-    changes = (
-        table["test acc. (end)"]
-        .groupby(level=[0, 1])
-        .agg(lambda x: abs(x.iloc[1] - x.iloc[0]))
-    )
-    return table.rename_axis(["data", "dynamics", "random E"]), changes.max()
+    return table.rename_axis(["data", "dynamics", "random E"]), change
 
 
 def spread_runs(
@@ -664,8 +512,9 @@ def crossing_table(
     tags: Mapping[str, str],
 ) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
     """Per corpus, label and score: the first step at the paper's ratio and the ratio
-    at the end, per reading (also keyed ``<corpus>_<tag>_<score>_<reading>_{end,
-    cross}``); and the smallest scale-free ratio from step 10 on."""
+    at the end, under two headers, per reading (also keyed
+    ``<corpus>_<tag>_<score>_<reading>_{end, cross}``); and the smallest scale-free
+    ratio from step 10 on."""
     rows, numbers, late_min = {}, {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -675,11 +524,10 @@ def crossing_table(
             )
             for score, slug in (("E.v", "value"), ("E.p", "cls")):
                 cross = crossing_steps(frame, score)
-                row = {}
-                for r, words in SPREAD_READINGS.items():
-                    row[f"first step at the paper's ratio, {words}"] = cross[r]
-                for r, words in SPREAD_READINGS.items():
-                    row[f"ratio at the end, {words}"] = end.loc[(score, r), "ratio"]
+                first = "first step at the paper's ratio"
+                row = {(first, r): cross[r] for r in SPREAD_READINGS}
+                for r in SPREAD_READINGS:
+                    row[("ratio at the end", r)] = end.loc[(score, r), "ratio"]
                     key = f"{name}_{tag}_{slug}_{r.replace('-', '_')}"
                     numbers[f"{key}_end"] = end.loc[(score, r), "ratio"]
                     numbers[f"{key}_cross"] = cross[r]
@@ -713,10 +561,11 @@ def hold_table(
     holds: Mapping[tuple[str, str], Sequence[int]],
     names: Mapping[str, str],
     tags: Mapping[str, str],
-) -> tuple[pd.DataFrame, dict[str, object], dict[str, tuple[float, str]]]:
+) -> tuple[pd.DataFrame, dict[str, object], dict[str, tuple[float, str, float]]]:
     """Per corpus and label: the steps where the picture holds, the smallest of its
     four statistics at the end and the step of the largest U; the quoted numbers; and
-    the smallest at the end with its words, keyed ``<corpus>_<tag>``."""
+    the smallest at the end with its words and its spread over the seeds, keyed
+    ``<corpus>_<tag>``."""
     rows, numbers, ends = {}, {}, {}
     for name in names:
         for label, tag in tags.items():
@@ -745,26 +594,6 @@ def hold_table(
                 "smallest of the four correlations of the picture over "
                 f"{frame['seed'].nunique()} seeds at the end of a {budget}-step budget "
                 f"(it holds at steps {text}), {label}, {names[name]}",
+                spread_over(end.groupby("seed")["value"].min()),
             )
     return pd.DataFrame(rows).T.rename_axis(["data", "dynamics"]), numbers, ends
-
-
-def picture_end_spreads(
-    along: Mapping[tuple[str, str], pd.DataFrame],
-    names: Mapping[str, str],
-    tags: Mapping[str, str],
-) -> dict[str, float]:
-    """The standard deviation over the seeds of the smallest of the picture's four
-    statistics at the end, keyed ``<corpus>_<tag>``."""
-    out = {}
-    for name in names:
-        for label, tag in tags.items():
-            frame = along[(name, label)]
-            end = frame[
-                (frame["step"] == frame["step"].max())
-                & frame["statistic"].isin(MAIN_STATISTICS)
-            ]
-            out[f"{name}_{tag}"] = repeats.spread_over(
-                end.groupby("seed")["value"].min()
-            )
-    return out

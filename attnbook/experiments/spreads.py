@@ -1,6 +1,5 @@
-"""How far a check's statistic moves between the repeated runs (seeds,
-initialisations, data draws) it is made over: its standard deviation over them, which a
-check records beside its value."""
+"""A check's spread: the standard deviation of its statistic over the repeated runs
+(seeds, initialisations, data draws) it is made over."""
 
 from __future__ import annotations
 
@@ -9,12 +8,9 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["spread_over", "group_spread", "trend_spread", "smallest_trend_margin"]
-
 
 def spread_over(values: object) -> float:
-    """The standard deviation (``ddof=1``) of a statistic over its repeats (two or
-    more, finite)."""
+    """The standard deviation (``ddof=1``) over two or more finite repeats."""
     v = np.asarray(values, dtype=np.float64).ravel()
     if v.size < 2:
         raise ValueError(f"a spread needs at least two repeats, got {v.size}")

@@ -1,7 +1,7 @@
-"""Training functions of the extensions' models for
-:func:`attnbook.book.controls.label_control_runs`: ``train(seed, labels)`` draws the
-model from ``seed``, trains it with :func:`attnbook.models.training.fit` and returns its
-per-token scores after training and at the start, and its accuracies."""
+"""The extensions' models as ``train(seed, labels)`` for
+:func:`attnbook.book.controls.label_control_runs`: draw from ``seed``, train with
+:func:`attnbook.models.training.fit`, return the per-token scores after training and at
+the start, and the accuracies."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.models.attention import count_attention_output
+from attnbook.experiments.xor_runs import one_layer_output
 from attnbook.models.count_engine import count_heads_output
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.mlp_head import (
@@ -37,13 +37,6 @@ from attnbook.models.two_layer import (
 )
 from attnbook.validation import as_signed_labels
 
-__all__ = [
-    "one_layer_trainer",
-    "multiclass_trainer",
-    "mlp_trainer",
-    "two_layer_trainer",
-]
-
 
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().double().numpy()
@@ -51,10 +44,6 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 def _signed(labels: np.ndarray, device) -> torch.Tensor:
     return as_signed_labels(labels, dtype=torch.float32).to(device)
-
-
-def _one_layer_output(params: dict[str, torch.Tensor], counts) -> torch.Tensor:
-    return count_attention_output(params["E"], params["p"], params["v"], counts)
 
 
 def _fit_binary(params, output, train, test, y, y_test, steps, lr, loss=None):
@@ -97,7 +86,7 @@ def one_layer_trainer(
         y = _signed(labels, device)
         loss = binary_loss_closure(params, train, y)
         metrics = _fit_binary(
-            params, _one_layer_output, train, test, y, y_test, steps, lr, loss
+            params, one_layer_output, train, test, y, y_test, steps, lr, loss
         )
         return _one_layer_scores(params), initial, metrics
 
@@ -171,9 +160,8 @@ def mlp_trainer(
     device: torch.device | str = "cpu",
     linear: bool = True,
 ) -> Callable:
-    """The MLP head; scores ``E.v``, ``E.p``, ``g``; with ``linear``, also the linear
-    model from the same ``E``, ``p``, ``v`` (``linear E.v``, ``linear E.p``, its test
-    accuracy)."""
+    """The MLP head; scores ``E.v``, ``E.p``, ``g``; with ``linear``, also those of
+    the linear model from the same start (``linear E.v``, ...) and its test accuracy."""
     train, test = train.to(device), test.to(device)
     train_index, test_index = PooledIndex.build(train), PooledIndex.build(test)
     y_test = _signed(test_labels, device)
@@ -203,7 +191,7 @@ def mlp_trainer(
         if linear:
             fit(lin, binary_loss_closure(lin, train, y), steps=steps, lr=lr)
             with torch.no_grad():
-                lin_test = _one_layer_output(lin, test)
+                lin_test = one_layer_output(lin, test)
                 metrics["linear test accuracy"] = accuracy(lin_test, y_test)
         return scores(), initial, metrics
 

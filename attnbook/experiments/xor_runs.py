@@ -1,6 +1,5 @@
-"""The models of the XOR section, trained under one protocol, and what is read off them:
-the i-th model of :func:`xor_models` is drawn with seed i (the first seven keep seeds 0
-to 6), :func:`train_binary_models` trains them, the rest reads their attention."""
+"""The models of the XOR chapter, trained under one protocol (the i-th from seed i),
+and what is read off them."""
 
 from __future__ import annotations
 
@@ -24,39 +23,15 @@ from attnbook.models.two_layer import (
     two_layer_output,
 )
 
-__all__ = [
-    "BinaryModel",
-    "ComparisonResult",
-    "train_binary_models",
-    "one_layer_output",
-    "xor_models",
-    "model_groups",
-    "xor_quotes",
-    "attention_scores",
-    "signal_margins",
-    "score_table",
-]
-
 
 @dataclass(frozen=True)
 class BinaryModel:
-    """A model to compare: ``init(generator)`` draws its parameters, ``output(params,
-    data)`` gives its outputs on ``train_data`` or ``test_data``."""
+    """``init(generator)`` draws its parameters, ``output(params, data)`` runs it."""
 
     init: Callable[[torch.Generator], dict[str, torch.Tensor]]
     output: Callable[[dict[str, torch.Tensor], object], torch.Tensor]
     train_data: object
     test_data: object
-
-
-@dataclass
-class ComparisonResult:
-    """Test accuracy along training (``curves``), the last accuracies and loss
-    (``final``) and the trained parameters of every model."""
-
-    curves: list[dict[str, object]]
-    final: dict[str, dict[str, float]]
-    trained: dict[str, dict[str, torch.Tensor]]
 
 
 def train_binary_models(
@@ -67,15 +42,13 @@ def train_binary_models(
     steps: int,
     lr: float,
     eval_every: int,
-) -> ComparisonResult:
-    """Train every model with :func:`attnbook.models.training.fit` (full-batch Adam on
-    the logistic loss), the ``i``-th from seed ``i``; accuracies every ``eval_every``
-    steps."""
+) -> tuple[list[dict], dict[str, dict], dict[str, dict]]:
+    """Full-batch Adam on the logistic loss for every model, the ``i``-th from seed
+    ``i``: test accuracy every ``eval_every`` steps, the last accuracies and loss, and
+    the trained parameters."""
     if not models:
         raise ValueError("models must hold at least one model")
-    curves: list[dict[str, object]] = []
-    final: dict[str, dict[str, float]] = {}
-    trained: dict[str, dict[str, torch.Tensor]] = {}
+    curves, final, trained = [], {}, {}
     for i, (name, model) in enumerate(models.items()):
         params = model.init(torch.Generator().manual_seed(i))
 
@@ -101,7 +74,7 @@ def train_binary_models(
             {"model": name, "step": s, "test accuracy": a}
             for s, a in zip(history.eval_steps, history.metrics["test"])
         ]
-    return ComparisonResult(curves, final, trained)
+    return curves, final, trained
 
 
 #: The signal tokens of XOR data, in the order of their ids.

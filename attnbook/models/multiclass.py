@@ -17,13 +17,6 @@ from attnbook.validation import (
     check_parameters,
 )
 
-__all__ = [
-    "multiclass_layout",
-    "multiclass_output",
-    "as_class_labels",
-    "cross_entropy_loss",
-]
-
 
 def multiclass_layout(
     vocab_size: int, dim: int, scale: float, *, n_classes: int

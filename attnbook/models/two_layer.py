@@ -24,17 +24,6 @@ from attnbook.validation import (
     check_vocabulary,
 )
 
-__all__ = [
-    "PairBlocks",
-    "pair_blocks",
-    "init_two_layer",
-    "two_layer_layout",
-    "two_layer_output",
-    "dense_two_layer_output",
-    "check_two_layer_parameters",
-    "effective_query",
-]
-
 
 def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
     """Raise ``ValueError`` unless ``params`` holds ``E`` (V, d), ``W1``, ``W2`` (d, d)
@@ -46,19 +35,16 @@ def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
     )
 
 
-def two_layer_layout(
-    vocab_size: int, dim: int, scale: float
-) -> dict[str, tuple[tuple[int, ...], float]]:
-    """``E``, ``p``, ``v`` of the one-layer layout; ``W1``, ``W2`` with std
-    ``1/sqrt(d)``."""
+def _layout(vocab_size: int, dim: int, scale: float) -> dict[str, tuple]:
     one = one_layer_layout(vocab_size, dim, scale)
     w = ((dim, dim), 1 / math.sqrt(dim))
     return {"E": one["E"], "W1": w, "W2": w, "p": one["p"], "v": one["v"]}
 
 
 def init_two_layer(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
-    """``init_parameters`` with :func:`two_layer_layout`."""
-    return init_parameters(vocab_size, dim, layout=two_layer_layout, **options)
+    """``init_parameters`` with ``E``, ``p``, ``v`` as in the one-layer model and
+    ``W1``, ``W2`` of std ``1/sqrt(d)``."""
+    return init_parameters(vocab_size, dim, layout=_layout, **options)
 
 
 def effective_query(params: dict[str, torch.Tensor]) -> torch.Tensor:

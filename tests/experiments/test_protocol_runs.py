@@ -14,14 +14,7 @@ from attnbook.book import protocol_figures
 from attnbook.experiments import protocol_runs as pr
 from attnbook.experiments.curves import ABLATIONS, Curve
 from attnbook.experiments.picture import MAIN_STATISTICS
-from attnbook.experiments.protocol_runs import (
-    accuracy_descriptions,
-    accuracy_gap,
-    nearest_point,
-    paper_number_table,
-    spread_descriptions,
-    window_distance,
-)
+from attnbook.experiments.protocol_runs import nearest_point, paper_number_table
 
 RNG = np.random.default_rng(1)
 V, STEPS = 200, [0, 1, 3, 10, 30]
@@ -80,20 +73,16 @@ def test_accuracy_statistics_and_quotes():
     runs = _runs()
     fulls = runs.over_seeds("imdb", "full", "Adam")
     rands = runs.over_seeds("imdb", "random_E", "Adam")
-    gaps = [accuracy_gap(f, r, 1000) for f, r in zip(fulls, rands)]
-    a = pr.accuracy_statistics(fulls, rands, gaps)
+    a, sd = pr.accuracy_statistics(fulls, rands, 1000)
     assert a["gap_min"] == pytest.approx(0.97 - 0.75)
     assert a["loss_ratio"] == pytest.approx(0.55 / 0.05)
     assert a["loss_spikes"] == 2 and a["end_gap"] == pytest.approx(0.15)
     assert a["loss_rise_max"] == pytest.approx(
         0.3 / 0.05
     )  # last training loss over lowest
-    sd = pr.accuracy_spreads(fulls, rands, gaps)
     assert sd == {"gap_min": 0.0, "best_acc": 0.0, "low_loss": 0.0, "end_gap": 0.0}
     fulls[1] = _curve([0.5, 0.8, 0.9, 0.93, 0.8], [0.7, 0.4, 0.2, 0.15, 0.3], 1.0)
-    sd = pr.accuracy_spreads(
-        fulls, rands, gaps[:1] + [accuracy_gap(fulls[1], rands[1], 1000)]
-    )
+    sd = pr.accuracy_statistics(fulls, rands, 1000)[1]
     assert sd["gap_min"] == pytest.approx(0.04 / np.sqrt(2))
     assert sd["best_acc"] == pytest.approx(0.04 / np.sqrt(2))
     assert sd["low_loss"] == pytest.approx(0.10 / np.sqrt(2))
@@ -104,9 +93,6 @@ def test_accuracy_statistics_and_quotes():
     assert quoted["trained_train_acc_step"] == 3
     assert quoted["loss_rise_max"] == a["loss_rise_max"]
     assert quoted["unit_entries_end_test_acc"] == 0.85
-    what = accuracy_descriptions("imdb_lr", "Adam", "IMDB", 2)
-    assert "over 2 seeds" in what["imdb_lr_test_acc_gap_min_seed"]
-    assert what["imdb_lr_train_pair_steps"].endswith("training split, Adam, IMDB")
 
 
 def test_scale_and_spread_tables():
@@ -120,8 +106,6 @@ def test_scale_and_spread_tables():
     assert len(cross) == 2 and "imdb_lr_value_tokens_end" in numbers
     assert set(late) == {"imdb_lr_value", "imdb_lr_cls"}
     assert protocol_figures.styled_cross_table(cross) is not None
-    what = spread_descriptions("imdb_lr", "Adam", "IMDB")
-    assert len(what) == 6 and "step 10" in what["imdb_lr_cls_scale_free_min"]
     fig = protocol_figures.spread_figure(
         {**spreads, ("imdb", "B"): spreads[("imdb", "Adam")]}, NAMES, ["Adam", "B"]
     )
@@ -141,12 +125,12 @@ def test_spans_and_hold_table():
     holds = {("imdb", "Adam"): [0, 1, 3, 10]}
     table, quoted, ends = pr.hold_table(along, holds, NAMES, LABELS)
     assert quoted["imdb_lr_picture_holds"] == "0–10"
-    value, what = ends["imdb_lr"]
+    value, what, sd = ends["imdb_lr"]
     assert value == 0.2 and "2 seeds" in what and "30-step budget" in what
-    assert pr.picture_end_spreads(along, NAMES, LABELS) == {"imdb_lr": 0.0}
+    assert sd == 0.0
     rows[-1]["value"] = 0.1  # seed 1's smallest of the four at the end
     moved = {("imdb", "Adam"): pd.DataFrame(rows)}
-    sd = pr.picture_end_spreads(moved, NAMES, LABELS)["imdb_lr"]
+    sd = pr.hold_table(moved, holds, NAMES, LABELS)[2]["imdb_lr"][2]
     assert sd == pytest.approx(0.1 / np.sqrt(2))
     fig = protocol_figures.along_figure(
         {**along, ("imdb", "B"): along[("imdb", "Adam")]},
@@ -198,14 +182,6 @@ def test_protocol_runs_on_a_tiny_corpus_and_the_autograd_rounding():
         )
 
 
-def test_window_distance_is_in_units_of_the_papers_rounding():
-    assert window_distance(0.95, 0.1, "full") == 0
-    assert window_distance(0.94, 0.2, "full") == pytest.approx(2)
-    assert window_distance(0.725, 0.6, "random_E") == pytest.approx(1)
-    with pytest.raises(ValueError, match="model must be one of"):
-        window_distance(0.9, 0.1, "one_step_head")
-
-
 def test_nearest_point_searches_every_curve_and_step():
     unit = _runs().unit_entries[("imdb", "Adam")]
     point = nearest_point({"unit": unit}, "random_E", "test")
@@ -224,21 +200,18 @@ def test_nearest_tables_read_each_model_alone_and_both_at_one_step():
         [0.5, 0.6, 0.65, 0.7, 0.75], [0.7, 0.65, 0.62, 0.6, 0.55], 1.0
     )
     per_model, protocols, numbers = pr.nearest_tables(runs, NAMES, ["Adam"])
-    assert len(per_model) == 4 and len(protocols) == 4
+    assert len(per_model) == 4 and len(protocols) == 8
     row = per_model.loc[("IMDB", "test", "random fixed E", "Adam")]
-    assert row["seed"] == 0 and row["step"] == 3 and row["distance"] == 0
-    assert numbers == {
-        "imdb_train_nearest_own": 0,
-        "imdb_train_nearest_paired": 0,
-        "imdb_test_nearest_own": 0,
-        "imdb_test_nearest_paired": 0,
-    }
-    own = protocols.loc[("IMDB", "test", "each model at its own step size")]
-    assert own["trained E: step"] == 3 and own["random fixed E: E"] == "rows of norm 1"
-    quoted = pr.nearest_quotes(protocols, NAMES)
-    assert quoted["imdb_test_own_trained_accuracy"] == 0.95
-    assert quoted["imdb_train_own_random_lr"] == "Adam"
-    assert quoted["imdb_train_own_random_step"] == 3
+    assert row["seed"] == 0 and row["step"] == 3 and row["dist."] == 0
+    for split in ("train", "test"):
+        assert numbers[f"imdb_{split}_nearest_own"] == 0
+        assert numbers[f"imdb_{split}_nearest_paired"] == 0
+    own = protocols.sort_index().loc[("IMDB", "test", "own step sizes")]
+    assert own.loc["trained E", "step"] == 3
+    assert own.loc["random fixed E", "E"] == "rows of norm 1"
+    assert numbers["imdb_test_own_trained_accuracy"] == 0.95
+    assert numbers["imdb_train_own_random_lr"] == "Adam"
+    assert numbers["imdb_train_own_random_step"] == 3
     for table in (per_model, protocols):
         html = protocol_figures.styled_nearest(table).to_html()
         assert "0.950" in html and "rows of norm 1" in html

@@ -279,11 +279,11 @@ def test_paper_number_table_and_matching_steps():
     table = paper_number_table(curves)
     assert len(table) == 4  # two models with a paper number, two splits
     row = table.loc[("a", "trained E", "train")]
-    assert row["first step at the paper's accuracy"] == 10
-    assert row["first step at the paper's loss"] == 10
-    assert row["best accuracy"] == 0.99
+    assert row["step: paper acc."] == 10
+    assert row["step: paper loss"] == 10
+    assert row["best acc."] == 0.99
     test_row = table.loc[("a", "trained E", "test")]
-    assert np.isnan(test_row["first step at the paper's accuracy"])  # 0.89 at most
+    assert np.isnan(test_row["step: paper acc."])  # 0.89 at most
     assert matching_steps(curves, "a", "train", accuracy_tol=0.011, loss_tol=0.011) == [
         10
     ]
