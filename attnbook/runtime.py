@@ -1,5 +1,4 @@
-"""Seeding, device and machine: the one place where randomness and hardware are
-chosen."""
+"""Seeding, device and machine: where randomness and hardware are chosen."""
 
 from __future__ import annotations
 
@@ -10,31 +9,12 @@ import random
 import numpy as np
 import torch
 
-__all__ = [
-    "seed_everything",
-    "default_device",
-    "device_for",
-    "WORKLOADS",
-    "DEVICE_ENV",
-    "cpu_name",
-]
-
-#: What a chapter computes, and where that runs fastest (see :func:`device_for`).
-WORKLOADS = {
-    "synthetic": "small synthetic problems in float64: the CPU, even beside a GPU",
-    "real": "the review corpora (tens of thousands of documents): the GPU when present",
-}
-
-#: Environment variable that overrides the policy: ``cpu`` or ``cuda`` for every
-#: workload.
-DEVICE_ENV = "ATTNBOOK_DEVICE"
+DEVICE_ENV = "ATTNBOOK_DEVICE"  # ``cpu`` or ``cuda`` for every workload
 
 
 def seed_everything(seed: int) -> np.random.Generator:
     """Seed Python, NumPy and torch, require deterministic kernels (an operation
-    without one raises instead of changing the numbers), return a NumPy generator.
-    Every chapter calls it once, through :func:`attnbook.book.chapter.start_chapter`.
-    """
+    without one raises), return a NumPy generator."""
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     seed = int(seed)
@@ -52,14 +32,10 @@ def default_device() -> torch.device:
 
 
 def device_for(workload: str) -> torch.device:
-    """The device a workload runs on: the CPU for ``"synthetic"`` (chains of tiny
-    float64 operations), :func:`default_device` for ``"real"``. ``ATTNBOOK_DEVICE=cpu``
-    or ``=cuda`` sends every workload there (``cuda`` without a GPU raises).
-    """
-    if workload not in WORKLOADS:
-        raise ValueError(
-            f"workload must be one of {sorted(WORKLOADS)}, got {workload!r}"
-        )
+    """The CPU for ``"synthetic"`` (tiny float64 operations), :func:`default_device`
+    for ``"real"`` (the review corpora); ``ATTNBOOK_DEVICE`` overrides both."""
+    if workload not in ("real", "synthetic"):
+        raise ValueError(f"workload must be 'real' or 'synthetic', got {workload!r}")
     forced = os.environ.get(DEVICE_ENV, "").strip().lower()
     if forced:
         if forced not in ("cpu", "cuda"):
@@ -71,8 +47,7 @@ def device_for(workload: str) -> torch.device:
 
 
 def cpu_name() -> str:
-    """The processor's model name (from ``/proc/cpuinfo`` on Linux), or a generic
-    name."""
+    """The processor's model name (from ``/proc/cpuinfo`` on Linux)."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
 import numpy as np
 import torch
@@ -12,20 +12,12 @@ from attnbook.book import plotting
 from attnbook.book.records import glue, note_seed, start_record
 from attnbook.runtime import device_for, seed_everything
 
-__all__ = ["ChapterStart", "start_chapter", "glue_all"]
 
-
-class ChapterStart(NamedTuple):
-    """What a chapter starts with: its NumPy generator and the device it computes on."""
-
-    rng: np.random.Generator
-    device: torch.device
-
-
-def start_chapter(name: str, *, seed: int, workload: str = "real") -> ChapterStart:
+def start_chapter(
+    name: str, *, seed: int, workload: str = "real"
+) -> tuple[np.random.Generator, torch.device]:
     """Start chapter ``name`` (its notebook's stem): a fresh record, every generator
-    seeded with ``seed``, the figure style; returns ``(rng, device)``, the device chosen
-    by ``workload`` (:func:`attnbook.runtime.device_for`).
+    seeded with ``seed``, the figure style; returns ``(rng, device)`` for ``workload``.
     """
     device = device_for(workload)  # an unknown workload fails before anything starts
     # tqdm (imported by datasets) warns that ipywidgets is absent: noise in the pages
@@ -34,13 +26,12 @@ def start_chapter(name: str, *, seed: int, workload: str = "real") -> ChapterSta
     rng = seed_everything(seed)
     note_seed(seed)  # the chapter's record lists its seed
     plotting.setup()
-    return ChapterStart(rng, device)
+    return rng, device
 
 
 def glue_all(
     values: Mapping[str, object], *, prefix: str = "", volatile: bool = False
 ) -> None:
-    """:func:`~attnbook.book.records.glue` every ``key: value`` of ``values`` as
-    ``prefix + key``."""
+    """Glue every ``key: value`` of ``values`` as ``prefix + key``."""
     for key, value in values.items():
         glue(f"{prefix}{key}", value, volatile=volatile)

@@ -10,27 +10,14 @@ from typing import Any
 from attnbook.data.reviews import data_source
 from attnbook.runtime import cpu_name
 
-__all__ = ["environment", "describe_data", "data_table"]
-
 
 def environment() -> dict[str, Any]:
-    """Software and hardware of this process: versions, CPU, threads, accelerator, and
-    the review data it reads (``data_source`` in words, ``data`` in detail: see
-    :func:`attnbook.data.reviews.data_source`)."""
+    """Software and hardware of this process, and the review data it reads."""
     import importlib.metadata as md
 
     versions = {}
-    for pkg in (
-        "attnbook",
-        "torch",
-        "numpy",
-        "scipy",
-        "pandas",
-        "cvxpy",
-        "datasets",
-        "matplotlib",
-        "seaborn",
-    ):
+    packages = "attnbook torch numpy scipy pandas cvxpy datasets matplotlib seaborn"
+    for pkg in packages.split():
         try:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -60,8 +47,7 @@ def environment() -> dict[str, Any]:
 
 
 def describe_data(source: dict[str, Any]) -> str:
-    """One line for a :func:`attnbook.data.reviews.data_source` record: the path, the
-    recipe, and per data set its source, rule and train + test sizes."""
+    """One line for a :func:`attnbook.data.reviews.data_source` record."""
     parts = []
     for name, entry in source.get("datasets", {}).items():
         sizes = " + ".join(
@@ -73,8 +59,7 @@ def describe_data(source: dict[str, Any]) -> str:
 
 
 def data_table(source: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of a table of the data sets in a
-    :func:`attnbook.data.reviews.data_source` record."""
+    """Headers and rows of a table of the data sets of a ``data_source`` record."""
     headers = ["Data set", "Source", "Rule", "Train reviews", "Test reviews"]
     rows = [
         [name, str(entry.get("source")), str(entry.get("rule"))]

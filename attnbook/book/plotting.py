@@ -1,14 +1,7 @@
-"""One figure style for the whole book, the layouts that keep every panel legible, an
-audit of a finished figure, and the book's recurring figures.
-
-A figure of the book is drawn at the width of the text column
-(:data:`COLUMN_WIDTH_IN`, shown at its natural size on a desktop screen, as a PNG of
-twice the resolution for high-resolution screens), with every text at least
-:data:`MIN_FONT_PT` points. Panels are laid out by :func:`panel_grid` (one or two
-columns; three or four panels as a 2 x 2 grid). :func:`show` brings a figure to the
-column width and the minimum font size, checks it with :func:`audit` (a legend for
-every axes with several series, no overlapping tick labels) and displays it.
-"""
+"""The book's figure style: every figure at the text column's width
+(:data:`COLUMN_WIDTH_IN`) with text of at least :data:`MIN_FONT_PT` points, panels laid
+out by :func:`panel_grid`, checked by :func:`audit` as :func:`show` displays them; and
+the two recurring plots."""
 
 from __future__ import annotations
 
@@ -19,26 +12,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
-from attnbook.book.figure_check import (
-    COLUMN_WIDTH_IN,
-    MIN_FONT_PT,
-    audit,
-    fit_to_column,
-)
 from attnbook.experiments.importance import bin_statistics
-
-__all__ = [
-    "setup",
-    "PALETTE",
-    "COLUMN_WIDTH_IN",
-    "MIN_FONT_PT",
-    "panel_grid",
-    "fit_to_column",
-    "audit",
-    "show",
-    "identity_scatter",
-    "plot_binned",
-]
 
 PALETTE = {
     "positive": "#2a9d8f",
@@ -47,10 +21,11 @@ PALETTE = {
     "theory": "#264653",
 }
 
-#: CSS pixels per inch of a displayed figure (the browser's reference resolution).
-SCREEN_DPI = 96
-#: Height of one row of panels, in inches.
-ROW_HEIGHT_IN = 2.9
+SCREEN_DPI = 96  # CSS pixels per inch of a displayed figure
+ROW_HEIGHT_IN = 2.9  # height of one row of panels
+#: The text column of the book's pages at desktop width, less a margin, in inches.
+COLUMN_WIDTH_IN = 7.2
+MIN_FONT_PT = 9.0  # the smallest font of any text in a figure, as displayed
 
 _STYLE = {
     "figure.figsize": (COLUMN_WIDTH_IN, 3.6),
@@ -73,12 +48,8 @@ _STYLE = {
 
 
 def setup(context: str = "notebook") -> None:
-    """Apply the book's figure style: the seaborn theme ``context`` with a white
-    background (readable in dark mode), the column width, fonts of at least
-    :data:`MIN_FONT_PT` points and, inside IPython, PNG figures at twice the screen
-    resolution (sharp on high-resolution screens, shown at their natural size), every
-    figure brought to the column width and the minimum font size
-    (:func:`fit_to_column`) as it is displayed."""
+    """Apply the book's figure style (seaborn ``context``, white background, column
+    width, minimum font); inside IPython, retina PNGs fitted to the column."""
     import seaborn as sns
 
     sns.set_theme(context=context, style="whitegrid", palette="deep")
@@ -95,8 +66,6 @@ def setup(context: str = "notebook") -> None:
 
 
 def _fit_on_display(shell) -> None:
-    """Wrap IPython's PNG formatter of figures so that every displayed figure is first
-    fitted to the column."""
     from matplotlib.figure import Figure
 
     png = shell.display_formatter.formatters["image/png"]
@@ -112,42 +81,24 @@ def _fit_on_display(shell) -> None:
     png.for_type(Figure, fitted)
 
 
-# ------------------------------------------------------------------------------ layouts
 def panel_grid(
     n_panels: int,
     *,
     row_height: float = ROW_HEIGHT_IN,
-    sharex: bool = False,
-    sharey: bool = False,
     one_column: bool = False,
     **subplots,
 ):
-    """A figure at the column width with ``n_panels`` axes: one row for one or two
-    panels, a 2 x 2 grid for three or four (the fourth cell left empty for three),
-    two columns beyond; ``one_column=True`` stacks the panels in one column.
-
-    Returns ``(fig, axes)`` with ``axes`` a list of the ``n_panels`` axes in reading
-    order. Never three panels in a row: at the column width each would be a third of
-    it, too narrow for its tick labels and legend. Other keywords go to
-    ``plt.subplots`` (``layout="constrained"`` for a legend outside the axes).
-    """
+    """``(fig, axes)`` at the column width: ``n_panels`` axes in reading order, in two
+    columns (never three in a row: too narrow) or one (``one_column``); other keywords
+    go to ``plt.subplots``."""
     import matplotlib.pyplot as plt
 
     if not isinstance(n_panels, (int, np.integer)) or n_panels < 1:
         raise ValueError(f"n_panels must be a positive integer, got {n_panels!r}")
-    if row_height <= 0:
-        raise ValueError(f"row_height must be positive, got {row_height!r}")
     ncols = 1 if one_column or n_panels == 1 else 2
     nrows = math.ceil(n_panels / ncols)
-    fig, grid = plt.subplots(
-        nrows,
-        ncols,
-        figsize=(COLUMN_WIDTH_IN, row_height * nrows),
-        sharex=sharex,
-        sharey=sharey,
-        squeeze=False,
-        **subplots,
-    )
+    size = (COLUMN_WIDTH_IN, row_height * nrows)
+    fig, grid = plt.subplots(nrows, ncols, figsize=size, squeeze=False, **subplots)
     axes = list(grid.ravel())
     for ax in axes[n_panels:]:
         ax.remove()
@@ -155,10 +106,8 @@ def panel_grid(
 
 
 def show(fig=None, *, strict: bool = True) -> None:
-    """Display ``fig`` (default: the current figure) in the book's style: fitted to the
-    column (:func:`fit_to_column`) and checked (:func:`audit`). With ``strict`` a
-    problem the fitting cannot fix raises ``ValueError`` naming it; otherwise it is
-    a warning."""
+    """Display ``fig`` (default: the current one) fitted to the column; a problem
+    :func:`audit` finds raises ``ValueError`` (a warning unless ``strict``)."""
     import matplotlib.pyplot as plt
 
     fig = plt.gcf() if fig is None else fig
@@ -173,27 +122,16 @@ def show(fig=None, *, strict: bool = True) -> None:
     plt.show()
 
 
-# -------------------------------------------------------------- the recurring figures
-def identity_scatter(
-    ax, predicted, measured, *, hue=None, palette=None, s: float = 12, **kwargs
-):
-    """Scatter ``measured`` against ``predicted`` on ``ax`` with the identity line ``y =
-    x``."""
+def identity_scatter(ax, predicted, measured, *, s: float = 12, **kwargs):
+    """Scatter ``measured`` against ``predicted`` on ``ax`` with the line ``y = x``."""
     import seaborn as sns
 
     x = np.asarray(predicted, dtype=float).ravel()
     y = np.asarray(measured, dtype=float).ravel()
-    if x.shape != y.shape or x.size == 0:
-        raise ValueError(
-            "predicted and measured must be non-empty arrays of one length"
-        )
-    sns.scatterplot(
-        x=x, y=y, hue=hue, palette=palette, s=s, ax=ax, linewidth=0, **kwargs
-    )
+    sns.scatterplot(x=x, y=y, s=s, ax=ax, linewidth=0, **kwargs)
     lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
-    ax.plot(
-        [lo, hi], [lo, hi], color=PALETTE["theory"], lw=1, ls="--", label="identity"
-    )
+    line = dict(color=PALETTE["theory"], lw=1, ls="--", label="identity")
+    ax.plot([lo, hi], [lo, hi], **line)
     return ax
 
 
@@ -212,10 +150,8 @@ def plot_binned(
     band_alpha: float = 0.15,
 ) -> pd.DataFrame:
     """Draw on ``ax`` the bin means of ``values`` against ``importance`` (``n_bins``
-    equal bins of ``[lo, hi]``, :func:`bin_statistics`), with a band of one within-bin
-    standard deviation (``band=False``: the line only) and a grey zero line. Tokens
-    whose importance or value is NaN are left out; bins with fewer than ``min_count``
-    tokens are not drawn. Returns the statistics of the drawn bins."""
+    bins of ``[lo, hi]``, NaN left out, bins under ``min_count`` tokens not drawn) with
+    a band of one within-bin sd and a zero line; returns the drawn bins' statistics."""
     x = np.asarray(importance, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
     if x.shape != v.shape or x.ndim != 1:
@@ -224,22 +160,128 @@ def plot_binned(
             f"{v.shape}"
         )
     keep = np.isfinite(x) & np.isfinite(v)
-    if not keep.any():
-        raise ValueError("no token has a finite importance and value")
     stats = bin_statistics(x[keep], v[keep], n_bins, lo, hi)
     stats = stats[stats["count"] >= max(min_count, 1)]
     (line,) = ax.plot(
         stats["center"], stats["mean"], "o-", markersize=3.5, label=label, color=color
     )
     if band:
+        mean, sd, colour = stats["mean"], stats["std"], line.get_color()
         ax.fill_between(
             stats["center"],
-            stats["mean"] - stats["std"],
-            stats["mean"] + stats["std"],
-            color=line.get_color(),
+            mean - sd,
+            mean + sd,
+            color=colour,
             alpha=band_alpha,
             linewidth=0,
         )
     ax.set_xlim(lo, hi)
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     return stats
+
+
+def _texts(fig):
+    from matplotlib.text import Text
+
+    return [
+        t
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.figure is fig
+    ]
+
+
+def fit_to_column(fig) -> None:
+    """Bring ``fig`` to at most the column width and every text to at least
+    :data:`MIN_FONT_PT` points."""
+    width, height = fig.get_size_inches()
+    if width > COLUMN_WIDTH_IN:
+        fig.set_size_inches(COLUMN_WIDTH_IN, height * max(COLUMN_WIDTH_IN / width, 0.7))
+    for text in _texts(fig):
+        if text.get_fontsize() < MIN_FONT_PT:
+            text.set_fontsize(MIN_FONT_PT)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for which in ("major", "minor"):
+                size = axis.get_tick_params(which=which).get("labelsize")
+                if isinstance(size, (int, float)) and size < MIN_FONT_PT:
+                    axis.set_tick_params(which=which, labelsize=MIN_FONT_PT)
+
+
+def _series(ax) -> int:
+    """Data series on ``ax``: lines in data coordinates, scatters, groups of bars."""
+    from matplotlib.collections import PathCollection
+
+    lines = [
+        line
+        for line in ax.get_lines()
+        if line.get_transform() == ax.transData
+        and line.get_visible()
+        and len(np.atleast_1d(line.get_xdata())) > 1
+        and line.get_gid() != "reference"
+    ]
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
+    return len(lines) + len(scatters) + len(ax.containers)
+
+
+def _tick_overlaps(ax, axis, renderer, horizontal: bool) -> list[str]:
+    """Pairs of shown tick labels of ``axis`` (centred inside ``ax``) that overlap."""
+    lo, hi = (ax.bbox.x0, ax.bbox.x1) if horizontal else (ax.bbox.y0, ax.bbox.y1)
+    spans = []
+    for label in axis.get_ticklabels(which="both"):
+        if not (label.get_visible() and label.get_text().strip()):
+            continue
+        box = label.get_window_extent(renderer)
+        a, b = (box.x0, box.x1) if horizontal else (box.y0, box.y1)
+        if lo - 1 <= (a + b) / 2 <= hi + 1:
+            spans.append((a, b, label.get_text()))
+    spans.sort()
+    # half a pixel: glyph rounding, not an overlap
+    return [
+        f"{p[2]!r} and {q[2]!r}" for p, q in zip(spans, spans[1:]) if q[0] < p[1] - 0.5
+    ]
+
+
+def _labels(fig) -> list:
+    texts = [fig._suptitle, fig._supxlabel, fig._supylabel]
+    for ax in fig.axes:
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label]
+        texts.append(ax.yaxis.label)
+    return [t for t in texts if t is not None and t.get_visible() and t.get_text()]
+
+
+def _overlapping_labels(fig, renderer) -> list[str]:
+    found = []
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in _labels(fig)]
+    for k, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[k + 1 :]:
+            w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if w > 0.5 and h > 0.5:  # half a pixel: glyph rounding
+                found.append(f"overlapping labels {a!r} and {b!r}")
+    return found
+
+
+def audit(fig) -> list[str]:
+    """What keeps ``fig`` from reading well at the column width (too wide, small text,
+    several series without a legend, overlapping labels); empty when it reads well."""
+    problems = []
+    width = fig.get_size_inches()[0]
+    if width > COLUMN_WIDTH_IN + 1e-9:
+        problems.append(f'{width:.1f}" wide, more than the column ({COLUMN_WIDTH_IN}")')
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    small = sorted(
+        {t.get_text()[:30] for t in _texts(fig) if t.get_fontsize() < MIN_FONT_PT}
+    )
+    if small:
+        problems.append(f"text smaller than {MIN_FONT_PT:g} pt: {small[:5]}")
+    has_figure_legend = bool(fig.legends)
+    for i, ax in enumerate(fig.axes):
+        name = ax.get_title() or ax.get_ylabel() or f"axes {i}"
+        if _series(ax) > 1 and ax.get_legend() is None and not has_figure_legend:
+            problems.append(f"{name!r}: {_series(ax)} series and no legend")
+        for axis, horizontal in ((ax.xaxis, True), (ax.yaxis, False)):
+            for pair in _tick_overlaps(ax, axis, renderer, horizontal):
+                problems.append(f"{name!r}: overlapping tick labels {pair}")
+    problems += _overlapping_labels(fig, renderer)
+    return problems

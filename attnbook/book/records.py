@@ -1,12 +1,7 @@
-"""Numbers into prose and the record of a run.
-
-:func:`glue` stores a value for ``{glue:text}`` roles and records it. When
-``ATTNBOOK_RECORD_DIR`` names a folder, each chapter writes
-``<folder>/<chapter>.json``: every glued value, every check, the seeds, run time,
-software and hardware, the chapter's input key (``ATTNBOOK_INPUT_KEYS``) and the digest
-of its content (:func:`record_digest`), rewritten after every glue, check and cell.
-The book's build (``_ext/``) reads them back.
-"""
+"""Numbers into prose and the record of a run: :func:`glue` stores a value for
+``{glue:text}`` roles; with ``ATTNBOOK_RECORD_DIR`` set each chapter writes
+``<folder>/<chapter>.json`` (glued values, checks, seeds, run time, environment, input
+key, digest) after every glue, check and cell, for the build (``_ext/``) to read."""
 
 from __future__ import annotations
 
@@ -23,22 +18,6 @@ from typing import Any
 
 from attnbook.book.environment import environment
 
-__all__ = [
-    "RECORD_DIR_ENV",
-    "RUN_ID_ENV",
-    "INPUT_KEYS_ENV",
-    "start_record",
-    "glue",
-    "CHECKS",
-    "GLUED",
-    "VOLATILE",
-    "note_seed",
-    "record_path",
-    "record_digest",
-    "current_chapter",
-    "current_cell",
-]
-
 RECORD_DIR_ENV = "ATTNBOOK_RECORD_DIR"
 RUN_ID_ENV = "ATTNBOOK_RUN_ID"
 INPUT_KEYS_ENV = "ATTNBOOK_INPUT_KEYS"
@@ -47,31 +26,21 @@ SCHEMA = 1
 _CHAPTER: dict[str, Any] = {"name": None}
 _RUN: dict[str, Any] = {}
 
-
-#: The checks of this run (:class:`attnbook.book.checks.Check`), in order.
-CHECKS: list[Any] = []
+CHECKS: list[Any] = []  # the checks of this run, in order
 GLUED: dict[str, Any] = {}
 VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
 
 
 def record_digest(record: dict[str, Any]) -> str:
-    """The SHA-256 of a record's content (everything but its ``digest`` field, as
-    canonical JSON). The chapter writes it with every record; a reader recomputes it
-    to find a record changed after its run wrote it."""
+    """The SHA-256 of a record's canonical JSON without its ``digest`` field."""
     body = {k: v for k, v in record.items() if k != "digest"}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# ---------------------------------------------------------------------- chapter and run
 def start_record(name: str) -> None:
-    """Declare which chapter the following glued numbers and checks belong to.
-
-    Every chapter calls this once, through :func:`attnbook.book.chapter.start_chapter`,
-    with its notebook's stem (for example ``"01_setup"``). It starts a fresh record of
-    the run (see the module docstring) and, inside IPython, times the chapter cell by
-    cell.
-    """
+    """Start a fresh record for chapter ``name`` (its notebook's stem) and, inside
+    IPython, count its cells."""
     if not isinstance(name, str) or not name:
         raise ValueError(
             "chapter name must be a non-empty string, e.g. start_chapter('01_setup', "
@@ -99,8 +68,7 @@ def start_record(name: str) -> None:
 
 
 def _input_key(name: str) -> dict[str, Any] | None:
-    """This chapter's input key as the build gave it (``ATTNBOOK_INPUT_KEYS``), or
-    None outside the build."""
+    """This chapter's input key from ``ATTNBOOK_INPUT_KEYS``, None outside the build."""
     raw = os.environ.get(INPUT_KEYS_ENV)
     if not raw:
         return None
@@ -113,20 +81,23 @@ def _input_key(name: str) -> dict[str, Any] | None:
 
 
 def note_seed(seed: int) -> None:
-    """Remember a seed of this run (called by
-    :func:`attnbook.book.chapter.start_chapter`)."""
+    """Remember a seed of this run."""
     if _RUN:
         _RUN["seeds"].append(int(seed))
         _write_record()
 
 
-def _watch_cells() -> None:
-    """Inside IPython, count executed cells and update the record after each one."""
+def _shell():
+    """The IPython shell this runs in, or None."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython ships with every Jupyter kernel
-        return
-    shell = get_ipython()
+        return None
+    return get_ipython()
+
+
+def _watch_cells() -> None:
+    shell = _shell()
     if shell is None:
         return
     _RUN["watching"] = True
@@ -145,10 +116,8 @@ def _watch_cells() -> None:
     shell._attnbook_watching = True
 
 
-# ----------------------------------------------------------------------- glue and check
 def _plain(value: Any) -> Any:
-    """``value`` as plain JSON data (numpy / torch scalars and arrays become numbers /
-    lists)."""
+    """``value`` as plain JSON data (numpy / torch values become numbers, lists)."""
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
@@ -161,20 +130,12 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
-    return re.sub(
-        r" at 0x[0-9a-fA-F]+", "", repr(value)
-    )  # no memory addresses in records
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))  # no memory addresses
 
 
 def glue(name: str, value: object, *, volatile: bool = False) -> None:
-    """Make ``value`` available to ``{glue:text}`name``` in this notebook and record it.
-
-    In IPython the value goes into the cell's output in the form MyST-NB's glue reads
-    (:func:`_display_glued`); elsewhere only the record is kept. ``volatile=True``
-    marks a value that legitimately differs between two executions (a measured
-    time); the comparison of two executions (``_ext.record_files.compare_records``)
-    then checks that it is present but not its value.
-    """
+    """Make ``value`` available to ``{glue:text}`name``` and record it;
+    ``volatile=True`` marks a value that differs between executions (a time)."""
     if not isinstance(name, str) or not name:
         raise ValueError("glue name must be a non-empty string")
     if volatile:
@@ -186,24 +147,17 @@ def glue(name: str, value: object, *, volatile: bool = False) -> None:
     _display_glued(name, value)
 
 
-GLUE_PREFIX = "application/papermill.record/"
-"""The MIME prefix under which MyST-NB finds a glued value (``myst_nb.ext.glue``)."""
+GLUE_PREFIX = "application/papermill.record/"  # where MyST-NB finds a glued value
 
 
 def _display_glued(name: str, value: Any) -> None:
     """Put ``value`` in the cell's output as MyST-NB's ``glue(name, value,
-    display=False)`` does: its display formats under :data:`GLUE_PREFIX`, named in the
-    ``scrapbook`` metadata. Written here rather than imported: importing MyST-NB's
-    glue loads ``nbformat`` and its schema validators (about 2.5 s per chapter).
-    Outside IPython nothing is displayed and only the record is kept."""
-    try:
-        from IPython import get_ipython
-        from IPython.core.formatters import format_display_data
-        from IPython.display import display
-    except ImportError:
+    display=False)`` does (importing MyST-NB's glue would cost about 2.5 s)."""
+    if _shell() is None:
         return
-    if get_ipython() is None:
-        return
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display
+
     bundle, metadata = format_display_data(value)
     metadata["scrapbook"] = {"name": name, "mime_prefix": GLUE_PREFIX}
     glued = {GLUE_PREFIX + k: v for k, v in bundle.items()}
@@ -211,7 +165,7 @@ def _display_glued(name: str, value: Any) -> None:
 
 
 def current_chapter() -> str | None:
-    """The chapter that :func:`start_record` declared (``None`` before it)."""
+    """The chapter :func:`start_record` declared (``None`` before it)."""
     return _CHAPTER["name"]
 
 
@@ -220,7 +174,6 @@ def current_cell() -> int | None:
     return _RUN.get("cells") if _RUN.get("watching") else None
 
 
-# ---------------------------------------------------------------------- writing records
 def record_path(chapter: str, folder: str | os.PathLike | None = None) -> Path | None:
     """Where the record of ``chapter`` goes (``None`` when no record folder is set)."""
     folder = folder if folder is not None else os.environ.get(RECORD_DIR_ENV)

@@ -1,7 +1,4 @@
-"""The figures of the chapter on the implicit bias of the class token and of its
-sections: how ``p(t)`` grows and turns towards the max-margin direction, its paths in
-the plane of that direction, and the regime map of selection and collapse. Every
-function returns the figure; the chapter displays it."""
+"""The figures of the chapters on the implicit bias of the class token."""
 
 from __future__ import annotations
 
@@ -14,46 +11,28 @@ import seaborn as sns
 
 from attnbook.book.plotting import PALETTE
 
-__all__ = ["growth_and_angle", "path_planes", "regime_map"]
-
 
 def _curves(paths: Sequence, solutions: Sequence) -> pd.DataFrame:
-    """``log t``, ``||p(t)|| / ||p_mm||`` and ``1 - cos(p(t), p_mm)`` of every path,
-    with its seed."""
     frames = []
     for seed, (path, sol) in enumerate(zip(paths, solutions)):
         keep = path.t > 0
-        frames.append(
-            pd.DataFrame(
-                {
-                    "seed": seed,
-                    "log t": np.log(path.t[keep]),
-                    "norm ratio": path.norms[keep] / np.linalg.norm(sol.p),
-                    "1 - cos": 1 - path.cosines(sol.p)[keep],
-                }
-            )
-        )
+        columns = {"seed": seed, "log t": np.log(path.t[keep])}
+        columns["norm ratio"] = path.norms[keep] / np.linalg.norm(sol.p)
+        columns["1 - cos"] = 1 - path.cosines(sol.p)[keep]
+        frames.append(pd.DataFrame(columns))
     return pd.concat(frames)
 
 
 def growth_and_angle(
     paths: Sequence, solutions: Sequence, log_t_max: float, late_from: float
 ):
-    """Left: ``||p(t)|| / ||p_mm||`` against ``log t`` for every path, with a line of
-    slope one through the late phase. Right: ``1 - cos(p(t), p_mm)`` on log-log axes
-    with the rates ``(log t)^-2`` and ``(log t)^-1.47`` anchored at ``late_from``, the
-    late phase shaded."""
+    """``||p(t)|| / ||p_mm||`` against ``log t`` (left) and ``1 - cos(p(t), p_mm)`` with
+    the rates ``(log t)^-2``, ``(log t)^-1.47`` from ``late_from`` (right)."""
     curves = _curves(paths, solutions)
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8))
     lines = dict(units="seed", estimator=None, lw=0.8, alpha=0.6)
-    sns.lineplot(
-        data=curves,
-        x="log t",
-        y="norm ratio",
-        color=PALETTE["positive"],
-        ax=axes[0],
-        **lines,
-    )
+    norm = dict(x="log t", y="norm ratio", color=PALETTE["positive"], ax=axes[0])
+    sns.lineplot(data=curves, **norm, **lines)
     grid = np.linspace(0, log_t_max, 2)
     late = curves[curves["log t"] > late_from]
     offset = (late["norm ratio"] - late["log t"]).median()
@@ -61,25 +40,14 @@ def growth_and_angle(
     axes[0].set_ylabel(r"$\|p(t)\| \,/\, \|p_{mm}\|$")
     axes[0].legend()
     late_curves = curves[curves["log t"] >= 1.0]
-    sns.lineplot(
-        data=late_curves,
-        x="log t",
-        y="1 - cos",
-        color=PALETTE["negative"],
-        ax=axes[1],
-        **lines,
-    )
+    angle = dict(x="log t", y="1 - cos", color=PALETTE["negative"], ax=axes[1])
+    sns.lineplot(data=late_curves, **angle, **lines)
     near = (late_curves["log t"] - late_from).abs() < 0.26
     anchor = late_curves.loc[near, "1 - cos"].median()
     lt = np.linspace(late_from / 2, log_t_max, 50)
     for k, style in ((2, "--"), (1.47, ":")):
-        axes[1].plot(
-            lt,
-            anchor * (lt / late_from) ** -k,
-            ls=style,
-            color=PALETTE["theory"],
-            label=f"slope -{k:g}",
-        )
+        rate = anchor * (lt / late_from) ** -k
+        axes[1].plot(lt, rate, ls=style, color=PALETTE["theory"], label=f"slope -{k:g}")
     axes[1].axvspan(late_from, log_t_max, color=PALETTE["neutral"], alpha=0.15)
     axes[1].set(xscale="log", yscale="log", ylabel=r"$1 - \cos(p(t), p_{mm})$")
     axes[1].set_xticks([1, 2, 5, 10, 20, 50], labels=["1", "2", "5", "10", "20", "50"])
@@ -89,9 +57,8 @@ def growth_and_angle(
 
 
 def path_planes(paths: Sequence, solutions: Sequence):
-    """The paths in the plane (component along ``p_mm``, distance from its axis),
-    coloured by ``log t``: the whole run (left) and the normalised direction on the
-    unit circle with ``p_mm`` marked (right)."""
+    """The paths in the plane (along ``p_mm``, distance from its axis) coloured by
+    ``log t`` (left), and normalised on the unit circle (right)."""
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 4), layout="constrained")
     for path, sol in zip(paths, solutions):
         unit = sol.p / np.linalg.norm(sol.p)
@@ -104,15 +71,8 @@ def path_planes(paths: Sequence, solutions: Sequence):
         axes[1].scatter(along / norms, across / norms, c=log_t, cmap="viridis", s=6)
     theta = np.linspace(0, np.pi / 2, 100)
     axes[1].plot(np.cos(theta), np.sin(theta), color=PALETTE["neutral"], lw=0.8)
-    axes[1].scatter(
-        [1],
-        [0],
-        marker="*",
-        s=200,
-        color=PALETTE["theory"],
-        zorder=5,
-        label=r"$p_{mm}$",
-    )
+    star = dict(marker="*", s=200, color=PALETTE["theory"], zorder=5)
+    axes[1].scatter([1], [0], label=r"$p_{mm}$", **star)
     axes[0].set(xlabel=r"$p \cdot \hat p_{mm}$", ylabel=r"$\|p_\perp\|$")
     axes[1].set(xlabel=r"$\cos$", ylabel=r"$\sin$", aspect="equal")
     axes[1].legend(loc="upper right")
@@ -138,44 +98,34 @@ def regime_map(
     ratios: Sequence[float],
     seed0: int,
 ):
-    """Left: the outcome of every run of ``regime`` against its value ``B`` and ratio
-    ``r`` (slices drawn just above their ratio; open markers: the value gap is below
-    the irrelevant spread), with the boundary ``Q = 1`` and ``B_c``. Right: the runs of
-    ``shown`` against ``Q``, with the band of half-width ``band`` around ``Q = 1``.
-    ``seed0`` is the first instance's seed (its runs are drawn lowest)."""
+    """The outcome of every run against ``B`` and ``r`` with the boundary ``Q = 1``
+    (left; open markers: value gap below the irrelevant spread), and the runs of
+    ``shown`` against ``Q`` with a band of half-width ``band`` (right)."""
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 4.6), layout="constrained")
     ax = axes[0]
     lift = np.where(regime["main"], 1.0, 1.12)  # slices drawn just above their ratio
     for outcome, kw in _STYLE.items():
         for hyp, fill in ((True, kw["color"]), (False, "none")):
             part = (regime["outcome"] == outcome) & (regime["hypothesis"] == hyp)
+            y = regime.loc[part, "ratio_scale"] * lift[part]
+            style = dict(s=22, marker=kw["marker"], facecolors=fill, linewidths=0.8)
+            label = outcome if hyp else None
             ax.scatter(
                 regime.loc[part, "value"],
-                regime.loc[part, "ratio_scale"] * lift[part],
-                s=22,
-                marker=kw["marker"],
-                facecolors=fill,
+                y,
                 edgecolors=kw["color"],
-                linewidths=0.8,
-                label=outcome if hyp else None,
+                label=label,
+                **style,
             )
     r_line = np.geomspace(1.6, 11, 100)
-    ax.plot(
-        b_c * (1 - ratio_constant / r_line),
-        r_line,
-        color=PALETTE["theory"],
-        label="boundary Q = 1",
-    )
+    boundary = b_c * (1 - ratio_constant / r_line)
+    ax.plot(boundary, r_line, color=PALETTE["theory"], label="boundary Q = 1")
     ax.axvline(
         b_c, ls="--", color=PALETTE["theory"], lw=0.8, label=r"$B_c(T)$, $r\to\infty$"
     )
     ax.axhline(1.4, ls=":", color=PALETTE["neutral"], lw=0.8)
-    ax.set(
-        xlabel="value B of the relevant tokens",
-        ylabel="ratio r (moved / random part)",
-        yscale="log",
-        title="outcome of every run",
-    )
+    ax.set(xlabel="value B of the relevant tokens", yscale="log")
+    ax.set(ylabel="ratio r (moved / random part)", title="outcome of every run")
     ax.set_yticks(ratios, labels=[f"{r:g}" for r in ratios])
     ax.yaxis.set_minor_formatter(plt.NullFormatter())
     ax = axes[1]
@@ -185,13 +135,7 @@ def regime_map(
     height += np.where(shown["main"], 0.0, 0.2)  # slices above the main grid
     for outcome, kw in _STYLE.items():
         part = (shown["outcome"] == outcome).to_numpy()
-        ax.scatter(
-            shown.loc[part, "Q"],
-            height[part],
-            s=22,
-            marker=kw["marker"],
-            color=kw["color"],
-        )
+        ax.scatter(shown.loc[part, "Q"], height[part], s=22, **kw)
     ax.axvspan(1 - band, 1 + band, color=PALETTE["neutral"], alpha=0.2, lw=0)
     ax.axvline(1.0, color=PALETTE["theory"], lw=0.8)
     ax.set_yticks([0.05, 1.05], labels=["collapses", "selects"])

@@ -1,14 +1,10 @@
-"""Tables for the reader: readable column names, integers as integers, a fixed number of
-digits for everything else."""
+"""Tables for the reader: readable names, integers as integers, fixed digits."""
 
 from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-import numpy as np
 import pandas as pd
-
-__all__ = ["readable_table"]
 
 
 def _is_integer(column: pd.Series) -> bool:
@@ -25,11 +21,9 @@ def readable_table(
     integers: Iterable[str] = (),
     index_name: str | None = None,
 ):
-    """``frame`` ready to display: columns (and index levels) renamed by ``names``,
-    integer columns (and the displayed columns named in ``integers``, counts stored as
-    floats) printed as integers with thousands separators, other numbers with
-    ``digits`` decimals (one number, or one per displayed column name; a string there
-    is a format specification, ``".1e"``). Returns a pandas ``Styler``."""
+    """A ``Styler`` of ``frame``: columns and index levels renamed by ``names``, integer
+    columns and those named in ``integers`` with thousands separators, other numbers
+    with ``digits`` decimals (or per column; a string is a format like ``".1e"``)."""
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     names = dict(names or {})
@@ -54,7 +48,5 @@ def readable_table(
             if isinstance(d, str):
                 formats[col] = f"{{:{d}}}"
                 continue
-            if not isinstance(d, (int, np.integer)) or d < 0:
-                raise ValueError(f"digits must be non-negative integers, got {d!r}")
             formats[col] = f"{{:.{int(d)}f}}"
     return shown.style.format(formats, na_rep="–")

@@ -1,5 +1,4 @@
-"""The figures of the chapters on the model, the one gradient step and the selection
-by the class token; every function returns the figure, the chapter displays it."""
+"""The figures of the chapters on the model and the one gradient step."""
 
 from __future__ import annotations
 
@@ -15,14 +14,6 @@ from attnbook.book.plotting import PALETTE, identity_scatter, panel_grid
 from attnbook.models.attention import attention_weights
 from attnbook.theory.one_step_check import pearson
 
-__all__ = [
-    "attention_panels",
-    "one_step_scatter",
-    "error_scaling",
-    "kclass_scatter",
-    "breakdown_panels",
-]
-
 CLASS_NAMES = {1: "positive", -1: "negative", 0: "neutral"}
 
 
@@ -33,9 +24,8 @@ def attention_panels(
     star: int,
     scales: Sequence[float],
 ):
-    """One panel per scale ``c``: the attention weight of every position of
-    ``sequence`` for ``p = c E[star]``, bars coloured by the class (+1, -1, 0) of the
-    token the position holds. Returns the figure and the weights at every scale."""
+    """One panel per scale ``c``: the attention weights of ``sequence`` for ``p = c
+    E[star]``, coloured by token class; returns the figure and the weights."""
     names = np.array([CLASS_NAMES[int(c)] for c in token_class])[sequence]
     fig, axes = panel_grid(
         len(scales), one_column=True, row_height=1.5, sharex=True, layout="constrained"
@@ -55,25 +45,17 @@ def attention_panels(
 
 
 def one_step_scatter(main, token_class: np.ndarray, imdb_runs: dict, dim: int):
-    """Value scores after one step against the lemma's prediction: the synthetic run
-    ``main`` coloured by token block (left), the IMDB runs at each initialization scale
-    of ``imdb_runs`` (``sigma -> result``) at dimension ``dim`` (right)."""
+    """Value scores after one step against the lemma's prediction: synthetic (left),
+    IMDB at each initialization scale of ``imdb_runs`` (right)."""
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.9))
     block = pd.Series(token_class).map(CLASS_NAMES).to_numpy()
     palette = {k: PALETTE[k] for k in ("positive", "negative", "neutral")}
     identity_scatter(axes[0], main.pred_value, main.value1, hue=block, palette=palette)
     axes[0].set_title(f"synthetic, r = {pearson(main.value1, main.pred_value):.4f}")
     for (sigma, res), colour in zip(imdb_runs.items(), ("#e9c46a", "#264653")):
-        r = pearson(res.value1, res.pred_value)
-        axes[1].scatter(
-            res.pred_value,
-            res.value1,
-            s=4,
-            alpha=0.5,
-            color=colour,
-            linewidth=0,
-            label=f"σ = {sigma:g}, r = {r:.3f}",
-        )
+        label = f"σ = {sigma:g}, r = {pearson(res.value1, res.pred_value):.3f}"
+        dots = dict(s=4, alpha=0.5, color=colour, linewidth=0, label=label)
+        axes[1].scatter(res.pred_value, res.value1, **dots)
     last = list(imdb_runs.values())[-1]
     identity_scatter(axes[1], last.pred_value, last.value1, s=0)
     axes[1].set_title(f"IMDB, d = {dim}")
@@ -88,9 +70,8 @@ def one_step_scatter(main, token_class: np.ndarray, imdb_runs: dict, dim: int):
 
 
 def error_scaling(by_dim: pd.DataFrame, by_sigma: pd.DataFrame):
-    """Root mean square over tokens of the total error, the increment error and the
-    second-order residual against ``d`` (top) and ``sigma`` (bottom), one point per
-    run, with the straight line fitted in log-log coordinates."""
+    """RMS over tokens of the three errors against ``d`` (top) and ``sigma`` (bottom),
+    with their log-log fits."""
     fig, axes = plt.subplots(2, 1, figsize=(7, 7.5))
     for ax, frame, xcol, xlabel in (
         (axes[0], by_dim, "dim", "embedding dimension d"),
@@ -102,25 +83,18 @@ def error_scaling(by_dim: pd.DataFrame, by_sigma: pd.DataFrame):
             ("second_order_error", "#2a9d8f", "second-order residual"),
         ):
             slope, intercept = np.polyfit(np.log(frame[xcol]), np.log(frame[col]), 1)
-            ax.scatter(
-                frame[xcol], frame[col], s=12, color=colour, alpha=0.6, linewidth=0
-            )
+            dots = dict(s=12, color=colour, alpha=0.6, linewidth=0)
+            ax.scatter(frame[xcol], frame[col], **dots)
             xs = np.array([frame[xcol].min(), frame[xcol].max()])
-            ax.plot(
-                xs,
-                np.exp(intercept) * xs**slope,
-                color=colour,
-                label=f"{label}, slope {slope:.3f}",
-            )
+            fit = np.exp(intercept) * xs**slope
+            ax.plot(xs, fit, color=colour, label=f"{label}, slope {slope:.3f}")
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="RMS over tokens")
         ax.legend(loc="lower left" if xcol == "dim" else "upper left")
     return fig
 
 
 def kclass_scatter(results: Sequence[dict], titles: Sequence[str], classes: Sequence):
-    """``E^1_s . v_k`` against ``eta gamma_sk ||v_k||^2`` for each K-class run of
-    ``results``, one panel each, points coloured by class (``classes``: one list of
-    class names per run)."""
+    """``E^1_s . v_k`` against ``eta gamma_sk ||v_k||^2``, one panel per K-class run."""
     fig, axes = plt.subplots(1, len(results), figsize=(8, 4.2))
     for ax, res, title, names in zip(axes, results, titles, classes):
         hue = np.tile(np.array(names), res["measured"].shape[0])
@@ -138,13 +112,12 @@ def kclass_scatter(results: Sequence[dict], titles: Sequence[str], classes: Sequ
 def breakdown_panels(
     small_d: pd.DataFrame, large_sigma: pd.DataFrame, large_eta: pd.DataFrame
 ):
-    """Where the one-step lemma stops holding: the correlation against ``d`` with the
-    lemma's ``r*`` for each ``sigma`` (top left), the relative increment error against
-    ``sigma/sqrt(d)`` (top right), the correlation and the relative increment error
-    against the step size (bottom), from the sweeps of the chapter."""
+    """Where the one-step lemma stops holding: small ``d``, large ``sigma``, large
+    step (the chapter's three sweeps)."""
     fig, axes = plt.subplots(2, 2, figsize=(9, 7.5))
     axes = axes.ravel()
     colours = sns.color_palette("viridis", 3)
+    loglog, label_error = dict(xscale="log", yscale="log"), "relative increment error"
     for colour, (sigma, frame) in zip(colours, small_d.groupby("init_scale")):
         mean = frame.groupby("dim")[["pearson", "predicted_pearson"]].mean()
         axes[0].scatter(
@@ -155,50 +128,26 @@ def breakdown_panels(
     axes[0].set(xscale="log", xlabel="d", ylabel="Pearson r", title="small d")
     axes[0].legend(loc="lower right")
     for colour, (dim, frame) in zip(colours, large_sigma.groupby("dim")):
-        axes[1].scatter(
-            frame["sigma_over_sqrt_d"],
-            frame["relative_increment_error"],
-            s=14,
-            color=colour,
-            label=f"d = {dim}",
-        )
+        x, y = frame["sigma_over_sqrt_d"], frame["relative_increment_error"]
+        axes[1].scatter(x, y, s=14, color=colour, label=f"d = {dim}")
     xs = np.logspace(-3, 0.5, 20)
     axes[1].plot(xs, xs, color=PALETTE["theory"], ls="--", label="σ/√d")
-    axes[1].set(
-        xscale="log",
-        yscale="log",
-        xlabel="σ/√d",
-        ylabel="relative increment error",
-        title="large initialization",
-    )
+    title = "large initialization"
+    axes[1].set(xlabel="σ/√d", ylabel=label_error, title=title, **loglog)
     axes[1].legend(loc="upper left")
     mean_eta = large_eta.groupby("eta")[["pearson", "relative_increment_error"]].mean()
-    axes[2].plot(
-        mean_eta.index,
-        mean_eta["pearson"],
-        marker="o",
-        color="#264653",
-        label="Pearson r",
-    )
-    axes[2].axhline(0.99, color="grey", ls=":", label="0.99")
-    axes[2].set(
-        xscale="log", xlabel="step size η", ylabel="Pearson r", title="large step"
-    )
+    for ax, column, marker, colour, label, extra in (
+        (axes[2], "pearson", "o", "#264653", "Pearson r", dict(xscale="log")),
+        (axes[3], "relative_increment_error", "s", "#e76f51", label_error, loglog),
+    ):
+        ax.plot(
+            mean_eta.index, mean_eta[column], marker=marker, color=colour, label=label
+        )
+        if ax is axes[2]:
+            ax.axhline(0.99, color="grey", ls=":", label="0.99")
+        ax.set(xlabel="step size η", title="large step", **extra)
+    axes[2].set(ylabel="Pearson r")
+    axes[3].set(ylim=(1e-5, 1e-2), ylabel=label_error)
     axes[2].legend(loc="lower right")
-    axes[3].plot(
-        mean_eta.index,
-        mean_eta["relative_increment_error"],
-        marker="s",
-        color="#e76f51",
-        label="relative increment error",
-    )
-    axes[3].set(
-        xscale="log",
-        yscale="log",
-        ylim=(1e-5, 1e-2),
-        xlabel="step size η",
-        ylabel="relative increment error",
-        title="large step",
-    )
     axes[3].legend(loc="upper right")
     return fig

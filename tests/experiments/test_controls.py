@@ -211,24 +211,26 @@ def test_u_comparison():
 
 def test_book_checks_of_a_trend(make_trend):
     from attnbook.book import records
-    from attnbook.book.controls import check_initial, check_trend
+    from attnbook.book.controls import check_initial, trend_checks
 
     trend = make_trend()
     records.start_record("controls_test")
-    low = check_trend("t", trend, "heldout", claim="C7a", what="test")
+    c7 = trend_checks({"a": trend}, claim="C7a")
+    low = c7("t", "a", "heldout", what="test")
     assert low == trend.values("labels", "heldout").min()
     assert records.GLUED["t_threshold"] == trend.thresholds["heldout"]
     assert check_initial("t0", {"a": trend}, claim="C7a", what="test") <= 5
     weak = dataclasses.replace(
         trend, thresholds={"heldout": 2.0, "heldout_partial": 2.0}
     )
-    check_trend("t2", weak, "heldout", claim="C7a", what="test", asserted=False)
+    weak_check = trend_checks({"w": weak}, claim="C7a")
+    weak_check("t2", "w", "heldout", what="test", asserted=False)
     assert not records.CHECKS[-1].passed and not records.CHECKS[-1].asserted
     assert records.CHECKS[-1].spread is None  # none unless given
-    check_trend("t4", trend, "heldout", claim="C7a", what="test", spread=0.25)
+    c7("t4", "a", "heldout", what="test", spread=0.25)
     assert records.CHECKS[-1].spread == 0.25
     with pytest.raises(AssertionError):
-        check_trend("t3", weak, "heldout", claim="C7a", what="test")
+        weak_check("t3", "w", "heldout", what="test")
 
 
 def test_a_block_of_trend_checks_shares_claim_result_and_words(make_trend):
