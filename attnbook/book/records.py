@@ -10,7 +10,6 @@ The book's build (``_ext/``) reads them back.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -18,10 +17,17 @@ import re
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from attnbook.book.environment import environment
+from attnbook.book.record_paths import (
+    INPUT_KEYS_ENV,
+    RECORD_DIR_ENV,
+    RUN_ID_ENV,
+    SCHEMA,
+    record_digest,
+    record_path,
+)
 
 __all__ = [
     "RECORD_DIR_ENV",
@@ -39,11 +45,6 @@ __all__ = [
     "current_cell",
 ]
 
-RECORD_DIR_ENV = "ATTNBOOK_RECORD_DIR"
-RUN_ID_ENV = "ATTNBOOK_RUN_ID"
-INPUT_KEYS_ENV = "ATTNBOOK_INPUT_KEYS"
-SCHEMA = 1
-
 _CHAPTER: dict[str, Any] = {"name": None}
 _RUN: dict[str, Any] = {}
 
@@ -52,15 +53,6 @@ _RUN: dict[str, Any] = {}
 CHECKS: list[Any] = []
 GLUED: dict[str, Any] = {}
 VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
-
-
-def record_digest(record: dict[str, Any]) -> str:
-    """The SHA-256 of a record's content (everything but its ``digest`` field, as
-    canonical JSON). The chapter writes it with every record; a reader recomputes it
-    to find a record changed after its run wrote it."""
-    body = {k: v for k, v in record.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------- chapter and run
@@ -221,14 +213,6 @@ def current_cell() -> int | None:
 
 
 # ---------------------------------------------------------------------- writing records
-def record_path(chapter: str, folder: str | os.PathLike | None = None) -> Path | None:
-    """Where the record of ``chapter`` goes (``None`` when no record folder is set)."""
-    folder = folder if folder is not None else os.environ.get(RECORD_DIR_ENV)
-    if not folder:
-        return None
-    return Path(folder).expanduser() / f"{chapter}.json"
-
-
 def _write_record() -> None:
     name = _CHAPTER["name"]
     path = record_path(name) if name else None
