@@ -21,13 +21,23 @@ repository root (``python -m _ext.execution``).
   :mod:`_ext.page_assets` -- scripts and PDF links of every page;
   :mod:`_ext.bibstyle` -- the author-year bibliography style; ``static/`` -- its CSS.
 
-Layer: above :mod:`attnbook` (imports :mod:`attnbook.book.records` and
-:mod:`attnbook.book.environment`); nothing in :mod:`attnbook` imports it.
+Layer: above :mod:`attnbook` (imports :mod:`attnbook.book.record_paths`,
+:mod:`attnbook.book.records` and :mod:`attnbook.book.environment`); nothing in
+:mod:`attnbook` imports it.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+# nbformat imports jsonschema, which imports ``rfc3987_syntax`` when it is installed
+# (the lock has it, for jupyter-events): that module compiles an Earley grammar for
+# IRIs at import, 2.5 s of CPU in every process that reads a notebook, a chapter's
+# runner among them. A notebook's validation checks no string format, so the build's
+# processes go without it; where nbformat was imported before (a Sphinx build), this
+# changes nothing.
+sys.modules.setdefault("rfc3987_syntax", None)
 
 
 def setup(app: Any) -> dict:

@@ -39,7 +39,7 @@ import nbformat
 from jupyter_cache.executors.utils import single_nb_execution
 from jupyter_client import KernelManager
 
-from attnbook.book.records import record_path
+from attnbook.book.record_paths import record_path
 
 __all__ = ["run_chapter", "describe_exit", "set_aside_record", "main"]
 

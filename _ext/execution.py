@@ -77,7 +77,12 @@ from _ext.run_guard import (
     signals_end_the_run,
     unwritable_message,
 )
-from attnbook.book.records import INPUT_KEYS_ENV, RECORD_DIR_ENV, RUN_ID_ENV, SCHEMA
+from attnbook.book.record_paths import (
+    INPUT_KEYS_ENV,
+    RECORD_DIR_ENV,
+    RUN_ID_ENV,
+    SCHEMA,
+)
 
 __all__ = [
     "CACHE_DIR",

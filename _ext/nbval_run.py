@@ -44,7 +44,7 @@ from _ext.run_guard import (
     signals_end_the_run,
     unwritable_message,
 )
-from attnbook.book.records import RECORD_DIR_ENV, RUN_ID_ENV
+from attnbook.book.record_paths import RECORD_DIR_ENV, RUN_ID_ENV
 
 __all__ = ["OUTCOMES_ENV", "CELL_TIMEOUT", "nbval_command", "run_chapters", "main"]
 

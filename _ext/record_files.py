@@ -8,7 +8,7 @@ from pathlib import Path
 
 from _ext.input_key import what_changed
 from attnbook.book.checks import outcome
-from attnbook.book.records import RECORD_DIR_ENV, SCHEMA, record_digest
+from attnbook.book.record_paths import RECORD_DIR_ENV, SCHEMA, record_digest
 
 __all__ = ["load_records", "verify_record", "compare_records"]
 

@@ -82,9 +82,9 @@ def main() -> str:
     regime = value_map(
         instances,
         [dict(values=[0.5, 4.0], ratios=[1.0, 8.0], dims=[16], cls_scales=[0.01])],
-        log_t_max=15.0,
+        log_t_max=8.0,
         dtau=0.1,
-        log_t_more=10.0,
+        log_t_more=5.0,
         seed_offset=7,
     )
     add(regime.select_dtypes("number").to_numpy(), collapse_threshold(8))

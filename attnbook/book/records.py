@@ -5,7 +5,6 @@ key, digest) after every glue, check and cell, for the build (``_ext/``) to read
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -13,15 +12,16 @@ import re
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from attnbook.book.environment import environment
-
-RECORD_DIR_ENV = "ATTNBOOK_RECORD_DIR"
-RUN_ID_ENV = "ATTNBOOK_RUN_ID"
-INPUT_KEYS_ENV = "ATTNBOOK_INPUT_KEYS"
-SCHEMA = 1
+from attnbook.book.record_paths import (
+    INPUT_KEYS_ENV,
+    RUN_ID_ENV,
+    SCHEMA,
+    record_digest,
+    record_path,
+)
 
 _CHAPTER: dict[str, Any] = {"name": None}
 _RUN: dict[str, Any] = {}
@@ -29,13 +29,6 @@ _RUN: dict[str, Any] = {}
 CHECKS: list[Any] = []  # the checks of this run, in order
 GLUED: dict[str, Any] = {}
 VOLATILE: set[str] = set()  # glued names whose values differ between runs (timings)
-
-
-def record_digest(record: dict[str, Any]) -> str:
-    """The SHA-256 of a record's canonical JSON without its ``digest`` field."""
-    body = {k: v for k, v in record.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def start_record(name: str) -> None:
@@ -172,14 +165,6 @@ def current_chapter() -> str | None:
 def current_cell() -> int | None:
     """Code cells completed since the chapter's start, when inside IPython."""
     return _RUN.get("cells") if _RUN.get("watching") else None
-
-
-def record_path(chapter: str, folder: str | os.PathLike | None = None) -> Path | None:
-    """Where the record of ``chapter`` goes (``None`` when no record folder is set)."""
-    folder = folder if folder is not None else os.environ.get(RECORD_DIR_ENV)
-    if not folder:
-        return None
-    return Path(folder).expanduser() / f"{chapter}.json"
 
 
 def _write_record() -> None:

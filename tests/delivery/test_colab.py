@@ -143,9 +143,11 @@ def _colab_base() -> Path:
 
 
 def _fresh_env(where: Path, base: Path) -> Path:
-    """A new environment (with pip) that also sees the base's packages, read-only."""
+    """A new environment that also sees the base's packages, read-only, pip among
+    them: run by the new environment's Python, pip installs into the new environment
+    (so the new one is made without a pip of its own, which would cost seconds)."""
     venv = where / "colab"
-    _run([_base_python(), "-m", "venv", str(venv)], env=_clean_env())
+    _run([_base_python(), "-m", "venv", "--without-pip", str(venv)], env=_clean_env())
     (_site_packages(venv) / "colab_base.pth").write_text(
         str(_site_packages(base)) + "\n"
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -17,6 +19,8 @@ from _ext.execution import (
     new_run,
     read_run_id,
 )
+
+from conftest import ROOT
 
 
 def _notebook(path, *sources):
@@ -182,3 +186,24 @@ def test_execute_book_reuses_what_did_not_change(tmp_path, monkeypatch, capsys):
     (records / "two.json").unlink()
     executed, report = run()
     assert executed == ["two"] and report.reasons == {"two": "no record of it"}
+
+
+def test_a_chapters_process_starts_light():
+    """The process that runs each chapter (``python -m _ext.chapter_run``) imports
+    neither torch (it needs of the records only :mod:`attnbook.book.record_paths`) nor
+    jsonschema's IRI grammar (compiled at import): about 5 s of CPU a chapter."""
+    heavy = ("torch", "rfc3987_syntax", "lark")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, _ext.chapter_run, nbformat\n"
+            f"print([m for m in {heavy!r} if sys.modules.get(m) is not None])",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"

@@ -218,7 +218,8 @@ def test_a_run_dies_whole_and_starts_again_cleanly(tmp_path, sig):
         nbformat.write(content, nb)
     records = tmp_path / "records"
     executor = _executor(book, records)
-    kernels = [_wait_for(pids / f"{n}.pid") for n in ("a", "b")]
+    # kernels importing attnbook, two at a time, on a busy machine
+    kernels = [_wait_for(pids / f"{n}.pid", 240) for n in ("a", "b")]
     chapters = [_parent(k) for k in kernels]
     assert all(_parent(c) == executor.pid for c in chapters)
     executor.send_signal(sig)
