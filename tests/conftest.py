@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attnbook.book.controls import controlled_trend
-from attnbook.book.records import RECORD_DIR_ENV
+from attnbook.book.record_paths import RECORD_DIR_ENV
 
 #: The repository root: ``_ext`` is imported from here, as Jupyter Book loads it.
 ROOT = Path(__file__).resolve().parents[1]

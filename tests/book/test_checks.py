@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from attnbook.book import checks, records
+from attnbook.book.record_paths import RECORD_DIR_ENV
 
 
 @pytest.fixture
 def block(tmp_path, monkeypatch):
-    monkeypatch.setenv(records.RECORD_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
     records.start_record("ch")
     yield records.CHECKS
 

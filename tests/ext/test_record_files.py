@@ -13,7 +13,7 @@ from _ext.dashboard import claim_rows
 from _ext.record_files import load_records
 from attnbook.book import checks
 from attnbook.book import records as report
-from attnbook.book.records import (
+from attnbook.book.record_paths import (
     INPUT_KEYS_ENV,
     RECORD_DIR_ENV,
     RUN_ID_ENV,

@@ -32,7 +32,7 @@ from _ext.execution import execute_book, read_run_id
 from _ext.record_files import compare_records, load_records
 from attnbook.book import checks
 from attnbook.book import records as report
-from attnbook.book.records import RECORD_DIR_ENV
+from attnbook.book.record_paths import RECORD_DIR_ENV
 
 from conftest import SPHINX_CONFIG, build_mini_book
 
