@@ -15,6 +15,7 @@ import torch
 
 from attnbook.book.controls import controlled_trend
 from attnbook.book.record_paths import RECORD_DIR_ENV
+from attnbook.data.selection import assumption_one_data
 
 #: The repository root: ``_ext`` is imported from here, as Jupyter Book loads it.
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +89,18 @@ def random_problem(
     seqs = [gen.integers(0, V, size=gen.integers(1, max_len + 1)) for _ in range(n)]
     y = np.where(gen.random(n) < 0.5, -1, 1)
     return E, p, v, seqs, y
+
+
+def assumption_instance(seed: int, n_pairs: int = 10, length: int = 5):
+    """A small Assumption-1 data set (2 positive, 2 negative, 16 irrelevant tokens)."""
+    return assumption_one_data(
+        n_pairs,
+        n_positive=2,
+        n_negative=2,
+        n_irrelevant=16,
+        length=length,
+        rng=np.random.default_rng(seed),
+    )
 
 
 @pytest.fixture

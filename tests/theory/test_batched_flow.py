@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.data.selection import assumption_one_data
 from attnbook.theory.flow import (
     batched_gradient_flow,
     gradient_flow,
@@ -13,7 +12,7 @@ from attnbook.theory.flow import (
     pair_derivatives,
 )
 
-from conftest import random_problem
+from conftest import assumption_instance, random_problem
 
 F64 = torch.float64
 
@@ -26,24 +25,13 @@ F64 = torch.float64
 REL_TOL = 1e-10
 
 
-def _instance(seed, n_pairs=10, length=5):
-    return assumption_one_data(
-        n_pairs,
-        n_positive=2,
-        n_negative=2,
-        n_irrelevant=16,
-        length=length,
-        rng=np.random.default_rng(seed),
-    )
-
-
 def _problems():
     """Mixed sizes: d below and above V, different n and lengths, a zero p0."""
     out = []
     for seed, (dim, n_pairs, length, cls) in enumerate(
         [(8, 10, 5, 1.0), (64, 6, 7, 1.0), (32, 8, 4, 0.0)]
     ):
-        data = _instance(seed, n_pairs, length)
+        data = assumption_instance(seed, n_pairs, length)
         s = one_step_setting(data, dim, 40.0, seed=seed, cls_scale=cls)
         out.append(((s.E1, s.v, data.counts, data.labels, s.p0), data.important))
     return out
@@ -143,7 +131,7 @@ def test_gradient_flow_rejects_non_finite_tensors():
 
 
 def test_one_step_setting_scales():
-    data = _instance(0)
+    data = assumption_instance(0)
     base = one_step_setting(data, 256, 40.0, seed=1)
     half = one_step_setting(data, 256, 40.0, seed=1, embed_scale=0.5)
     torch.testing.assert_close(half.v, base.v)

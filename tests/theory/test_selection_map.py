@@ -22,6 +22,8 @@ from attnbook.theory.selection_map import (
     value_map,
 )
 
+from conftest import assumption_instance
+
 
 def reduced_loss(u, value: float, length: int) -> np.ndarray:
     """phi_B(u) = [l(B pi(u)) + l(B pi(-u))] / 2, pi(u) = 1 / (1 + (T - 1) e^{-u})."""
@@ -111,17 +113,6 @@ def test_reduction_matches_the_flow_on_p(value):
     assert abs(u[-1] - expected) <= 0.02  # Euler's error, of order dtau
 
 
-def _instance(seed, n_pairs=10, length=5):
-    return assumption_one_data(
-        n_pairs,
-        n_positive=2,
-        n_negative=2,
-        n_irrelevant=16,
-        length=length,
-        rng=np.random.default_rng(seed),
-    )
-
-
 def test_classify_outcome():
     labels = [1, -1, 1, -1]
     assert classify_outcome([0.995, 1.0, 0.999, 0.99], labels) == "selects"
@@ -134,7 +125,7 @@ def test_classify_outcome():
 
 
 def test_value_map_and_boundary():
-    data = [_instance(seed) for seed in range(2)]
+    data = [assumption_instance(seed) for seed in range(2)]
     table = value_map(
         data,
         [dict(values=[0.5, 6.0], ratios=[4.0], dims=[32], cls_scales=[1.0])],
@@ -162,7 +153,7 @@ def test_value_map_and_boundary():
 
 
 def test_decided_outcome_needs_a_settled_end():
-    data = _instance(0)
+    data = assumption_instance(0)
     s = one_step_setting(data, 8, 40.0, seed=0)
     (path,) = batched_gradient_flow(
         [(s.E1, s.v, data.counts, data.labels, s.p0)],
