@@ -68,12 +68,14 @@ def log_steps(budget: int, per_decade: int = 6) -> tuple[int, ...]:
 @dataclass
 class Curve:
     """``metrics["<split>_<loss|accuracy|balanced_accuracy>"]`` and ``scores[step] =
-    (E.v, E.p)`` at the evaluation ``steps``; the final ``params``."""
+    (E.v, E.p)`` at the evaluation ``steps``; the final ``params``; ``step_losses[t]``,
+    the training loss step ``t + 1`` computed before its update."""
 
     steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
     scores: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     params: dict[str, torch.Tensor] = field(default_factory=dict)
+    step_losses: list[float] = field(default_factory=list)
 
     def at(self, step: int) -> dict[str, float]:
         """The metrics recorded at ``step``."""
@@ -146,9 +148,10 @@ def train_curve(
         record(0)
     for step in range(1, max(eval_steps) + 1):
         if step_once is not None:
-            step_once(step)
+            loss = step_once(step)
         else:
-            training_step(opt, loss_fn, step)
+            loss = training_step(opt, loss_fn, step)
+        curve.step_losses.append(float(loss))
         if step in wanted:
             record(step)
     curve.params = {k: t.detach().clone() for k, t in P.items()}
