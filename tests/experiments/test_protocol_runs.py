@@ -7,12 +7,12 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import pytest
-
 import paper_protocol as pr
+import pytest
+from paper_protocol import paper_number_table
+
 from attnbook.experiments.curves import ABLATIONS, Curve
 from attnbook.experiments.picture import MAIN_STATISTICS
-from paper_protocol import paper_number_table
 
 RNG = np.random.default_rng(1)
 V, STEPS = 200, [0, 1, 3, 10, 30]

@@ -310,7 +310,6 @@ def test_accuracy_gap():
 
 def test_crossing_steps():
     import pandas as pd
-
     from paper_protocol import crossing_steps
 
     frame = pd.DataFrame(
