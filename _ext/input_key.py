@@ -20,8 +20,10 @@ A chapter's glued numbers and checks are a function of
 - the **review data**, for a chapter that reaches the module that reads it
   (:data:`DATA_MODULE`): the SHA-256 of every file of the mirror
   (``ATTNBOOK_DATA_DIR``), or the hub recipe when no mirror is set;
-- the **files beside the chapter** that its cells or the modules it imports name
-  (:func:`files_beside`: measurements kept there, such as ``gpu_measurements.json``);
+- the **files beside the chapter**: the Python modules kept there that its cells
+  import (followed, like attnbook's, through their imports), and the files that its
+  cells or the modules it imports name (:func:`files_beside`: measurements kept there,
+  such as ``gpu_measurements.json``);
 - the **settings that change numbers**: the thread counts, the device and engine
   switches (every ``ATTNBOOK_*`` variable but those of :data:`NOT_SETTINGS`), the
   processor and the accelerator.
@@ -66,7 +68,7 @@ NOT_SETTINGS = frozenset(
     for name in (
         "CACHE_DIR CHECK_CHAPTERS CHROMIUM COMPARE_RECORDS DATA_DIR HTML_DIR JOBS PDF "
         "RECORD_DIR RUN_ID SCREENSHOT_DIR SOURCE TORCH_CPU_INDEX SKIP_COLAB_TEST "
-        "INPUT_KEYS CORPUS_CACHE"
+        "INPUT_KEYS CORPUS_CACHE CHAPTERS_URL"
     ).split()
 )
 #: Other variables that change numbers: threads and GPU determinism.
@@ -326,21 +328,28 @@ def input_keys(notebooks: Iterable[Path], root: Path = _ROOT) -> dict[str, dict]
     out = {}
     for path in notebooks:
         nb = json.loads(Path(path).read_text())
+        # modules kept beside the chapter: its kernel imports them by their name
+        code = {p.stem: p for p in sorted(Path(path).parent.glob("*.py"))}
+        modules = {**package, **code}
         wanted, unknown = cell_imports(nb)
-        used, unknown_deep = import_closure(wanted, package, parsed)
+        used, unknown_deep = import_closure(wanted, modules, parsed)
         unknown = unknown or unknown_deep
         if unknown:
-            used = set(package)
+            used = set(modules)
+        ours = [m for m in used if m in package and m not in code]
         parts: dict[str, Any] = {
             "code": code_digest(nb)[:16],
-            "attnbook": _file_digests(root, (package[m] for m in used), digests),
+            "attnbook": _file_digests(root, (package[m] for m in ours), digests),
             "attnbook_scope": f"all ({unknown})" if unknown else "imports",
             **shared,
         }
         if DATA_MODULE in used:
             data = data or data_digest()
             parts["data"] = data[:16]
-        beside = files_beside(Path(path), nb, (package[m] for m in used))
+        beside = files_beside(Path(path), nb, (modules[m] for m in used))
+        beside |= {
+            code[m].name: _sha(code[m].read_bytes())[:12] for m in used & set(code)
+        }
         if beside:
             parts["beside"] = beside
         out[Path(path).stem] = {"key": _sha(_canonical(parts)), "parts": parts}
@@ -360,9 +369,14 @@ def what_changed(recorded: dict | None, current: dict) -> str:
         a, b = old.get(part), new.get(part)
         if a == b:
             continue
-        if part == "attnbook" and isinstance(a, dict) and isinstance(b, dict):
+        if (
+            part in ("attnbook", "beside")
+            and isinstance(a, dict)
+            and isinstance(b, dict)
+        ):
             files = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
-            said.append("attnbook (" + ", ".join(files) + ")")
+            what = "attnbook" if part == "attnbook" else "the files beside it"
+            said.append(f"{what} (" + ", ".join(files) + ")")
         elif part == "settings" and isinstance(a, dict) and isinstance(b, dict):
             keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
             ea, eb = a.get("env", {}), b.get("env", {})

@@ -7,6 +7,11 @@ notebook opened in Colab installs attnbook from the same repository and branch. 
 after changing the address; ``--check`` changes nothing and exits with status 1 when a
 notebook's install cell differs from what the address gives (the tests run it so).
 
+A chapter that imports a module kept beside the chapters (``chapters/<name>.py``) gets
+two more steps in its install cell: where the file is not beside the notebook (Colab
+opens a notebook alone), it is downloaded from the raw files of the same repository and
+branch, or from ``ATTNBOOK_CHAPTERS_URL`` (any URL urllib opens, ``file://`` too).
+
     python scripts/install_cells.py            # rewrite the install cells
     python scripts/install_cells.py --check    # only compare
 
@@ -18,12 +23,14 @@ environment: run it with ``.venv/bin/python``).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 from string import Template
+from typing import Sequence
 
 import yaml
 
@@ -33,13 +40,26 @@ GITHUB = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 TEMPLATE = Template(
     """\
 # Installs attnbook where it is missing (Colab); scripts/install_cells.py writes it
-import importlib.util, os, subprocess, sys  # noqa: E401, I001
+import importlib.util, os, subprocess, sys$more  # noqa: E401, I001
 
 source = os.getenv("ATTNBOOK_SOURCE", "git+$url@$branch")
 pip = [sys.executable, "-m", "pip", "install", "--quiet", source]
 if importlib.util.find_spec("attnbook") is None and subprocess.run(pip).returncode:
     print("What to do: %pip install git+https://github.com/OWNER/REPOSITORY@BRANCH")
     raise RuntimeError(f"pip could not install attnbook from {source}: see above")
+$fetch"""
+)
+#: The install cell's steps for a chapter's modules kept beside the chapters.
+FETCH = Template(
+    """\
+chapters = os.getenv("ATTNBOOK_CHAPTERS_URL", "$raw/chapters")
+for name in $names:
+    if not os.path.exists(name):
+        try:
+            urllib.request.urlretrieve(f"{chapters}/{name}", name)
+        except OSError as err:
+            print(f"What to do: put {name} beside this notebook ({chapters}/{name})")
+            raise RuntimeError(f"could not fetch {chapters}/{name}: {err}") from None
 """
 )
 
@@ -65,10 +85,18 @@ def book_address(root: Path = ROOT) -> tuple[str, str]:
     return url, branch
 
 
-def install_cell(url: str, branch: str, root: Path = ROOT) -> str:
-    """The source of the install cell for the repository ``url`` at ``branch``, laid
-    out by ``ruff format`` with the book's settings (as the chapters are checked)."""
-    text = TEMPLATE.substitute(url=url, branch=branch)
+def install_cell(
+    url: str, branch: str, root: Path = ROOT, beside: Sequence[str] = ()
+) -> str:
+    """The source of the install cell for the repository ``url`` at ``branch`` (and
+    the files ``beside`` the chapters that it fetches), laid out by ``ruff format``
+    with the book's settings (as the chapters are checked)."""
+    fetch = ""
+    if beside:
+        raw = url.replace("https://github.com/", "https://raw.githubusercontent.com/")
+        fetch = FETCH.substitute(raw=f"{raw}/{branch}", names=list(beside))
+    more = ", urllib.request" if beside else ""
+    text = TEMPLATE.substitute(url=url, branch=branch, more=more, fetch=fetch)
     formatted = subprocess.run(
         [sys.executable, "-m", "ruff", "format", "--stdin-filename", "cell.py", "-"],
         input=text,
@@ -93,20 +121,41 @@ def _first_code_cell(notebook: dict, path: Path) -> dict | None:
     return first
 
 
+def beside_modules(notebook: dict, root: Path = ROOT) -> list[str]:
+    """The files of the modules kept beside the chapters (``root/chapters/*.py``) that
+    the notebook's code cells import, as ``name.py``."""
+    modules = {p.stem for p in (root / "chapters").glob("*.py")}
+    found = set()
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        lines = "".join(cell.get("source", [])).splitlines()
+        code = "\n".join(line for line in lines if line.lstrip()[:1] not in "%!")
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+    return [f"{m}.py" for m in sorted(found & modules)]
+
+
 def sync(root: Path = ROOT, check: bool = False) -> list[Path]:
     """Notebooks under ``root/chapters`` whose install cell differs from the address
     (rewritten unless ``check``); notebooks without code cells are skipped."""
-    source = install_cell(*book_address(root), root=root)
-    lines = source.splitlines(keepends=True)
+    address = book_address(root)
     changed = []
     for path in sorted((root / "chapters").glob("*.ipynb")):
         notebook = json.loads(path.read_text())
         cell = _first_code_cell(notebook, path)
-        if cell is None or "".join(cell["source"]) == source:
+        if cell is None:
+            continue
+        beside = beside_modules(notebook, root)
+        source = install_cell(*address, root=root, beside=beside)
+        if "".join(cell["source"]) == source:
             continue
         changed.append(path)
         if not check:
-            cell["source"] = lines
+            cell["source"] = source.splitlines(keepends=True)
             path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
     return changed
 

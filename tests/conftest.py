@@ -17,10 +17,12 @@ from attnbook.book.controls import controlled_trend
 from attnbook.book.record_paths import RECORD_DIR_ENV
 from attnbook.data.selection import assumption_one_data
 
-#: The repository root: ``_ext`` is imported from here, as Jupyter Book loads it.
+#: The repository root: ``_ext`` is imported from here, as Jupyter Book loads it; and
+#: ``chapters/``, where the modules that one chapter imports from beside it live.
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for folder in (ROOT / "chapters", ROOT):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 #: The ``sphinx:`` lines of a mini book's ``_config.yml`` that load ``sphinx_proof``
 #: and the book's extension ``_ext`` from this repository.

@@ -6,6 +6,7 @@ them."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +125,22 @@ def _imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
     return out
+
+
+def test_a_module_beside_the_chapters_serves_a_chapter_and_only_the_chapters():
+    # code that serves one chapter lives beside it, in chapters/: a notebook imports
+    # it by its name (its install cell fetches it on Colab); the package never does
+    chapters = PACKAGE.parent / "chapters"
+    notebooks = "\n".join(p.read_text() for p in chapters.glob("*.ipynb"))
+    beside = {p.stem: p for p in chapters.glob("*.py")}
+    for name, path in beside.items():
+        assert re.search(rf"\b(import|from) {name}\b", notebooks), f"{path}: unused"
+        for _, module, names, _ in _imports(path):
+            private = [n for n in names if n.startswith("_")]
+            assert not private, f"{path} imports private {private} from {module}"
+    for name, path in _modules().items():
+        found = sorted(m for m in _imported_modules(path) if m.split(".")[0] in beside)
+        assert not found, f"{name} imports {found}: a module beside the chapters"
 
 
 def test_the_package_never_imports_the_build_machinery_or_the_benchmark():

@@ -11,8 +11,6 @@
   seeds, ablations, gradient descent, the shuffled-label null;
 - :mod:`~attnbook.experiments.robustness` -- balanced samples, shuffled labels, the
   picture's (partial) rank correlations;
-- :mod:`~attnbook.experiments.protocol_runs` -- the paper's protocol: learning curves
-  of the ablations and where the paper's reported numbers fall on them;
 - :mod:`~attnbook.experiments.synthetic_picture` -- the picture on synthetic data;
 - :mod:`~attnbook.experiments.extensions` -- class maps and trend statistics of the
   extensions.

@@ -55,6 +55,8 @@ COLAB_PACKAGES = [
     "nbformat",
 ]
 CHAPTER = "01_setup"
+#: A chapter that imports a module kept beside the chapters, and that module.
+FETCHES = ("04a_paper_protocol", "paper_protocol.py")
 
 skip_colab = pytest.mark.skipif(
     os.environ.get("ATTNBOOK_SKIP_COLAB_TEST") == "1",
@@ -239,6 +241,18 @@ def test_chapter_runs_in_a_colab_like_environment(tmp_path):
         if o.get("output_type") == "error"
     ]
     assert not errors
+
+    # A chapter with a module beside it fetches that module where the notebook is
+    # alone (from the repository's raw files on Colab; here from a file:// URL).
+    chapter, module = FETCHES
+    cell = "".join(_first_code_cell(ROOT / "chapters" / f"{chapter}.ipynb")["source"])
+    chapters_url = (ROOT / "chapters").as_uri()
+    _run(
+        [python, "-c", cell],
+        env={**env, "ATTNBOOK_CHAPTERS_URL": chapters_url},
+        cwd=work,
+    )
+    assert (work / module).read_bytes() == (ROOT / "chapters" / module).read_bytes()
     print(f"Colab mechanism: {CHAPTER} ran in {time.perf_counter() - start:.0f} s")
 
 
@@ -276,6 +290,13 @@ def test_install_cells_and_launch_buttons_follow_one_address():
         assert "remove-cell" in cell["metadata"].get("tags", []), path.name
         checked += 1
     assert checked >= 10
+    chapter, module = FETCHES
+    assert script.beside_modules(
+        json.loads((ROOT / "chapters" / f"{chapter}.ipynb").read_text())
+    ) == [module]
+    cell = "".join(_first_code_cell(ROOT / "chapters" / f"{chapter}.ipynb")["source"])
+    raw = url.replace("https://github.com/", "https://raw.githubusercontent.com/")
+    assert f'"{raw}/{branch}/chapters"' in cell and f'["{module}"]' in cell
     readme = (ROOT / "README.md").read_text()
     assert url in readme, "README must name the address the buttons point at"
 
@@ -306,6 +327,9 @@ def test_a_changed_address_reaches_every_install_cell(tmp_path):
             assert new == old
             continue
         assert f'"git+{new_url}@publish"' in "".join(new["cells"][first]["source"])
+        if path.stem == FETCHES[0]:
+            raw = "https://raw.githubusercontent.com/someone-else/attnbook-fork"
+            assert f"{raw}/publish/chapters" in "".join(new["cells"][first]["source"])
         # nothing else changes: other cells, the cell's id, tags and the metadata
         assert new["cells"][first]["metadata"] == old["cells"][first]["metadata"]
         assert new["cells"][first].get("id") == old["cells"][first].get("id")
@@ -345,6 +369,27 @@ def test_a_failed_install_says_what_to_do(tmp_path):
         f"RuntimeError: pip could not install attnbook from {missing}: see above"
     ), proc.stderr
     assert "CalledProcessError" not in proc.stderr, proc.stderr
+
+
+def test_a_failed_fetch_says_what_to_do(tmp_path):
+    """The install cell of a chapter with a module beside it, run where the notebook
+    is alone and the module cannot be fetched, names the URL and what to do."""
+    chapter, module = FETCHES
+    cell = "".join(_first_code_cell(ROOT / "chapters" / f"{chapter}.ipynb")["source"])
+    missing = (tmp_path / "no-such-folder").as_uri()
+    proc = subprocess.run(
+        [sys.executable, "-c", cell],  # attnbook is installed here: only the fetch
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "ATTNBOOK_CHAPTERS_URL": missing},
+    )
+    assert proc.returncode != 0 and not (tmp_path / module).exists()
+    assert f"What to do: put {module} beside this notebook ({missing}/{module})" in (
+        proc.stdout
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"RuntimeError: could not fetch {missing}/{module}: ")
 
 
 def _actionlint() -> list[str] | None:

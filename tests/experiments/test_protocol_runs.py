@@ -1,6 +1,5 @@
-"""The tables, check descriptions and figures of the chapter on the paper's protocol
-(attnbook.experiments.protocol_runs, attnbook.book.protocol_figures), on made-up
-learning curves."""
+"""The tables, check descriptions and figures of the section on the paper's protocol
+(chapters/paper_protocol.py, beside the chapters), on made-up learning curves."""
 
 from __future__ import annotations
 
@@ -8,13 +7,12 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import paper_protocol as pr
 import pytest
+from paper_protocol import paper_number_table
 
-from attnbook.book import protocol_figures
-from attnbook.experiments import protocol_runs as pr
 from attnbook.experiments.curves import ABLATIONS, Curve
 from attnbook.experiments.picture import MAIN_STATISTICS
-from attnbook.experiments.protocol_runs import nearest_point, paper_number_table
 
 RNG = np.random.default_rng(1)
 V, STEPS = 200, [0, 1, 3, 10, 30]
@@ -105,8 +103,8 @@ def test_scale_and_spread_tables():
     cross, numbers, late = pr.crossing_table(spreads, NAMES, LABELS)
     assert len(cross) == 2 and "imdb_lr_value_tokens_end" in numbers
     assert set(late) == {"imdb_lr_value", "imdb_lr_cls"}
-    assert protocol_figures.styled_cross_table(cross) is not None
-    fig = protocol_figures.spread_figure(
+    assert pr.styled(cross) is not None
+    fig = pr.spread_figure(
         {**spreads, ("imdb", "B"): spreads[("imdb", "Adam")]}, NAMES, ["Adam", "B"]
     )
     assert len(fig.axes) == 4
@@ -132,7 +130,7 @@ def test_spans_and_hold_table():
     moved = {("imdb", "Adam"): pd.DataFrame(rows)}
     sd = pr.hold_table(moved, holds, NAMES, LABELS)[2]["imdb_lr"][2]
     assert sd == pytest.approx(0.1 / np.sqrt(2))
-    fig = protocol_figures.along_figure(
+    fig = pr.along_figure(
         {**along, ("imdb", "B"): along[("imdb", "Adam")]},
         NAMES,
         ["Adam", "B"],
@@ -148,7 +146,7 @@ def test_curve_figure_draws_the_three_models():
     runs.curves.update(
         {(n, m, "B", s): c for (n, m, lab, s), c in list(runs.curves.items())}
     )
-    fig = protocol_figures.curve_figure(runs, "imdb", "IMDB", ["Adam", "B"])
+    fig = pr.curve_figure(runs, "imdb", "IMDB", ["Adam", "B"])
     assert len(fig.axes) == 4
     # two splits per model and a line for each paper number
     assert len(fig.axes[0].get_lines()) == 2 * len(ABLATIONS) + 2
@@ -182,15 +180,14 @@ def test_protocol_runs_on_a_tiny_corpus_and_the_autograd_rounding():
         )
 
 
-def test_nearest_point_searches_every_curve_and_step():
+def test_evaluations_measure_each_step_in_rounding_windows():
     unit = _runs().unit_entries[("imdb", "Adam")]
-    point = nearest_point({"unit": unit}, "random_E", "test")
+    rows = pr.evaluations(unit, "random_E", "test", "Adam", ("unit", 0))
+    point = min(rows, key=lambda row: row["dist."])
     # (0.7, 0.7): 4 windows of accuracy off 72%, 2 of loss off 0.6
-    assert point["key"] == "unit" and point["step"] == 3
-    assert point["distance"] == pytest.approx(4)
-    assert point["accuracy_off"] == pytest.approx(-0.02)
-    with pytest.raises(ValueError, match="empty"):
-        nearest_point({}, "full", "test")
+    assert point["E"] == "unit" and point["step"] == 3
+    assert point["dist."] == pytest.approx(4)
+    assert point["Δ acc."] == pytest.approx(-0.02)
 
 
 def test_nearest_tables_read_each_model_alone_and_both_at_one_step():
@@ -213,5 +210,5 @@ def test_nearest_tables_read_each_model_alone_and_both_at_one_step():
     assert numbers["imdb_train_own_random_lr"] == "Adam"
     assert numbers["imdb_train_own_random_step"] == 3
     for table in (per_model, protocols):
-        html = protocol_figures.styled_nearest(table).to_html()
+        html = pr.styled(table).to_html()
         assert "0.950" in html and "rows of norm 1" in html

@@ -216,3 +216,37 @@ def test_a_file_beside_the_chapter_that_it_reads_enters_the_key(tmp_path, monkey
     (root / "gpu_measurements.json").write_text('{"run": 2}')
     now = input_keys([page], root)["performance"]
     assert "beside" in what_changed(before, now)
+
+
+def test_a_module_kept_beside_the_chapters_enters_the_key_of_who_imports_it(
+    tmp_path, monkeypatch
+):
+    # chapters/protocol.py serves one chapter: an edit of it executes that chapter
+    # again (and what it imports from attnbook is followed); another chapter, or the
+    # prose of the chapter beside it, does not depend on it
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    root = tmp_path / "book"
+    _tree(root)
+    chapters = root / "chapters"
+    _package(root, {"chapters/protocol.py": "from attnbook.theory import X\n"})
+    cells = {"own": "import protocol", "other": "from attnbook.theory import X"}
+    pages = []
+    for name, code in cells.items():
+        pages.append(chapters / f"{name}.ipynb")
+        pages[-1].write_text(json.dumps(_nb(nbformat.v4.new_code_cell(code))))
+    before = input_keys(pages, root)
+    assert set(before["own"]["parts"]["beside"]) == {"protocol.py"}
+    assert "attnbook/theory.py" in before["own"]["parts"]["attnbook"]
+    assert "beside" not in before["other"]["parts"]
+    (chapters / "notes.md").write_text("prose beside the chapters\n")
+    assert input_keys(pages, root) == before
+    (chapters / "protocol.py").write_text("from attnbook.theory import X  # edited\n")
+    now = input_keys(pages, root)
+    assert what_changed(before["own"], now["own"]) == (
+        "its inputs changed since its record: the files beside it (protocol.py)"
+    )
+    assert what_changed(before["other"], now["other"]) == ""
+    (root / "attnbook" / "theory.py").write_text("X = 2\n")
+    assert "attnbook/theory.py" in what_changed(
+        now["own"], input_keys(pages, root)["own"]
+    )
