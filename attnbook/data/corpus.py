@@ -116,28 +116,17 @@ class ReviewCorpus:
 
     def summary(self) -> dict[str, float]:
         """The numbers a chapter reports about the corpus."""
-        kept = {"train": self.train_kept, "test": self.test_kept}
-        labels = {"train": self.train_labels, "test": self.test_labels}
-        n_tokens, dropped = self.n_tokens, self.n_dropped_tokens
-        return {
-            "vocab_size": self.vocab_size,
-            "min_df": self.vocabulary.min_df,
-            "n_train": self.train.n_sequences,
-            "n_test": self.test.n_sequences,
-            **{
-                f"dropped_{s}_documents": self.n_documents[s] - int(kept[s].size)
-                for s in _SPLITS
-            },
-            **{
-                f"dropped_{s}_token_fraction": dropped[s] / max(n_tokens[s], 1)
-                for s in _SPLITS
-            },
-            **{
-                f"positive_fraction_{s}": float((labels[s] == 1).mean())
-                for s in _SPLITS
-            },
-            "mean_train_length": float(self.train.lengths.double().mean()),
-        }
+        out = {"vocab_size": self.vocab_size, "min_df": self.vocabulary.min_df}
+        out |= {"n_train": self.train.n_sequences, "n_test": self.test.n_sequences}
+        for s, kept, labels in (
+            ("train", self.train_kept, self.train_labels),
+            ("test", self.test_kept, self.test_labels),
+        ):
+            out[f"dropped_{s}_documents"] = self.n_documents[s] - int(kept.size)
+            dropped = self.n_dropped_tokens[s] / max(self.n_tokens[s], 1)
+            out[f"dropped_{s}_token_fraction"] = dropped
+            out[f"positive_fraction_{s}"] = float((labels == 1).mean())
+        return out | {"mean_train_length": float(self.train.lengths.double().mean())}
 
 
 def build_review_corpus(
@@ -165,48 +154,40 @@ def corpus_from_splits(
 ) -> ReviewCorpus:
     """The :class:`ReviewCorpus` of two splits: the training tokens in at least
     ``min_df`` documents; documents left without a token dropped."""
-    signed, stars = {}, {}
     for split, part in (("train", train), ("test", test)):
-        y = np.asarray(part.labels01)
-        if y.ndim != 1 or y.dtype.kind not in "iub" or not np.isin(y, (0, 1)).all():
+        n, stars = len(part.texts), part.stars
+        if np.shape(part.labels01) != (n,) or not np.isin(part.labels01, (0, 1)).all():
             raise ValueError(
-                f"{split}_labels01 must be a 1-D integer array of 0 (negative) or 1 "
-                "(positive) labels"
+                f"{split}: one label per text, 0 (negative) or 1 (positive)"
             )
-        if y.size != len(part.texts):
+        if stars is not None and np.shape(stars) != (n,):
             raise ValueError(
-                f"labels and texts differ in length: {split} {y.size} vs "
-                f"{len(part.texts)}"
+                f"{split}_stars: one per text, got shape {np.shape(stars)}"
             )
-        signed[split] = 2 * y.astype(np.int64) - 1
-        if part.stars is not None:
-            stars[split] = np.asarray(part.stars, dtype=np.int64)
-            if stars[split].shape != y.shape:
-                raise ValueError(
-                    f"{split}_stars has shape {stars[split].shape}, expected {y.shape}"
-                )
     vocab, train_enc = Vocabulary.build_and_encode(
         train.tokens, min_df, drop_empty=True
     )
     enc = {"train": train_enc, "test": vocab.encode(test.tokens, drop_empty=True)}
-    kept = {s: e.kept for s, e in enc.items()}
-    if np.unique(signed["train"][kept["train"]]).size < 2:
+    per_split = {}  # labels (+-1) and stars of the kept documents, and their rows
+    for s, part in (("train", train), ("test", test)):
+        kept = enc[s].kept
+        per_split[f"{s}_labels"] = 2 * np.asarray(part.labels01, np.int64)[kept] - 1
+        stars = part.stars
+        per_split[f"{s}_stars"] = (
+            None if stars is None else np.asarray(stars, np.int64)[kept]
+        )
+        per_split[f"{s}_kept"] = kept
+    if np.unique(per_split["train_labels"]).size < 2:
         raise ValueError("the kept training documents hold a single class")
-    star = {s: stars[s][kept[s]] if s in stars else None for s in _SPLITS}
     return ReviewCorpus(
         name=name,
         vocabulary=vocab,
         train=enc["train"].counts,
         test=enc["test"].counts,
-        train_labels=signed["train"][kept["train"]],
-        test_labels=signed["test"][kept["test"]],
-        train_stars=star["train"],
-        test_stars=star["test"],
-        train_kept=kept["train"],
-        test_kept=kept["test"],
         n_documents={s: e.n_documents for s, e in enc.items()},
         n_tokens={s: e.n_tokens for s, e in enc.items()},
         n_dropped_tokens={s: e.n_dropped_tokens for s, e in enc.items()},
+        **per_split,
     )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -140,11 +139,9 @@ def _from_hub(name: str, split: str) -> dict[str, Any]:
 def _imdb_columns(table: pa.Table, where: str) -> dict[str, Any]:
     label = _column(table, "label", where, (0, 1), "0 (negative) or 1 (positive)")
     cols = {"text": _column(table, "text", where), "label": label}
-    if "rating" in table.column_names:
-        ratings = range(1, 11)
-        cols["rating"] = _column(
-            table, "rating", where, ratings, "IMDB ratings 1 to 10"
-        )
+    if "rating" in table.column_names:  # the mirror's, from the original archive
+        ratings = _column(table, "rating", where, range(1, 11), "IMDB ratings 1 to 10")
+        cols["rating"] = ratings
     return cols
 
 
@@ -155,34 +152,29 @@ def _column(
     allowed: Sequence[int] | None = None,
     meaning: str = "",
 ) -> Any:
-    """Column ``column`` (and ``text``) present; strings (no ``allowed``), or int64
-    among ``allowed``. A ``ValueError`` naming ``where`` and the column otherwise."""
+    """Column ``column`` (``text`` present too): strings, or int64 among ``allowed``;
+    a ``ValueError`` naming ``where`` and the column otherwise."""
     missing = sorted({"text", column} - set(table.column_names))
     if missing:
         raise DatasetUnavailableError(f"{where} lacks the columns {missing}")
-    col, text = table.column(column), allowed is None
-    if text and not (
-        pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
-    ):
-        raise ValueError(
-            f"{where}: column {column!r} must hold strings, got {col.type}"
-        )
-    if not (text or pa.types.is_integer(col.type)):
-        kind = f"integers ({meaning}), got {col.type}"
-        raise ValueError(f"{where}: column {column!r} must hold {kind}")
+    col, at = table.column(column), f"{where}: column {column!r}"
+    if allowed is None:
+        right_type, kind = col.type in (pa.string(), pa.large_string()), "strings"
+    else:
+        right_type, kind = pa.types.is_integer(col.type), f"integers ({meaning})"
+    if not right_type:
+        raise ValueError(f"{at} must hold {kind}, got {col.type}")
     if col.null_count:
-        raise ValueError(
-            f"{where}: column {column!r} has {col.null_count} missing values"
-        )
-    if text:
+        raise ValueError(f"{at} has {col.null_count} missing values")
+    if allowed is None:
         return col
     values = col.to_numpy().astype(np.int64)
-    bad = np.flatnonzero(~np.isin(values, np.asarray(allowed)))
+    bad = np.flatnonzero(~np.isin(values, allowed))
     if bad.size:
-        found = sorted(set(values[bad].tolist()))[:5]
+        found = np.unique(values[bad])[:5].tolist()
         raise ValueError(
-            f"{where}: column {column!r} must hold {meaning}; found {found} "
-            f"({bad.size} rows, first row {bad[0]})"
+            f"{at} must hold {meaning}; found {found} ({bad.size} rows, first row "
+            f"{bad[0]})"
         )
     return values
 
@@ -324,45 +316,30 @@ class TokenizedTexts:
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> TokenizedTexts:
-        """Every text tokenized by :func:`tokenize`, in bulk: the pieces between
-        spaces are its tokens, except those empty or with an apostrophe, split by the
-        rule."""
+        """Every text tokenized by :func:`tokenize`, in bulk (Arrow's RE2 writes a
+        space after each token with an apostrophe and for each other apostrophe)."""
         cleaned = pa.array([_clean(t) for t in texts], pa.large_string())
-        pieces = pc.ascii_split_whitespace(cleaned)
-        rows = pc.list_parent_indices(pieces).to_numpy().astype(np.int64)
-        encoded = pc.list_flatten(pieces).dictionary_encode()
-        words = encoded.dictionary.to_pylist()
+        spaced = pc.replace_substring_regex(cleaned, r"([a-z]+'[a-z]+)|'", r"\1 ")
+        pieces = pc.ascii_split_whitespace(spaced)  # the tokens, and '' at the ends
+        flat = pc.list_flatten(pieces)
+        is_token = pc.not_equal(flat, "")
+        rows = pc.list_parent_indices(pieces).filter(is_token).to_numpy()
+        rows = rows.astype(np.int64)
+        encoded = flat.filter(is_token).dictionary_encode()
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        odd = np.array([not w or "'" in w for w in words], dtype=bool)
-        if odd.any():  # each occurrence of such a piece becomes its 0, 1 or 2 tokens
-            index = {w: j for j, w in enumerate(words)}
-            split = [
-                [index.setdefault(t, len(index)) for t in _TOKEN.findall(words[j])]
-                for j in np.flatnonzero(odd)
-            ]
-            lengths = np.zeros(len(words), dtype=np.int64)
-            lengths[odd] = [len(s) for s in split]
-            table = np.fromiter(chain.from_iterable(split), np.int64)
-            hit = odd[codes]
-            reps = lengths[codes[hit]]
-            start = (np.cumsum(lengths) - lengths)[codes[hit]] - np.cumsum(reps) + reps
-            more = table[np.repeat(start, reps) + np.arange(reps.sum())]
-            rows = np.concatenate([rows[~hit], np.repeat(rows[hit], reps)])
-            codes, words = np.concatenate([codes[~hit], more]), list(index)
-        size = max(len(words), 1)  # the distinct (row, word) pairs, counted
+        words = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+        size = max(words.size, 1)  # the distinct (row, word) pairs, counted
         keys, counts = np.unique(rows * size + codes, return_counts=True)
         rows, codes = np.divmod(keys, size)
-        df = np.bincount(codes, minlength=len(words))
-        used = np.flatnonzero(df)  # a piece with an apostrophe may be no token
-        names = np.asarray(words, dtype=object)[used]
-        order = np.lexsort((names.astype(str), -df[used]))  # by df, then alphabetical
-        rank = np.full(len(words), -1, dtype=np.int64)
-        rank[used[order]] = np.arange(used.size)
+        df = np.bincount(codes, minlength=words.size)
+        order = np.lexsort((words.astype(str), -df))  # by df, then alphabetical
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
         pairs = np.argsort(rows * size + rank[codes], kind="stable")
         indptr = np.zeros(len(cleaned) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(cleaned)), out=indptr[1:])
-        df, names = df[used][order].astype(np.int64), tuple(names[order].tolist())
-        return cls(names, df, indptr, rank[codes][pairs], counts[pairs])
+        words = tuple(words[order].tolist())
+        return cls(words, df[order], indptr, rank[codes][pairs], counts[pairs])
 
     @property
     def n_documents(self) -> int:
@@ -402,11 +379,11 @@ class Vocabulary:
         if min_df < 1:
             raise ValueError(f"min_df must be at least 1, got {min_df}")
         texts = _tokenized(texts)
-        if texts.n_documents == 0:
-            raise ValueError("cannot build a vocabulary from no texts")
         size = int((texts.document_frequency >= min_df).sum())  # a prefix of words
         if size == 0:
-            raise ValueError(f"no token occurs in {min_df} or more documents")
+            raise ValueError(
+                f"no texts, or no token occurs in {min_df} or more documents"
+            )
         df = texts.document_frequency[:size].copy()
         return cls(texts.words[:size], df, int(min_df))
 

@@ -280,7 +280,7 @@ def test_build_review_corpus_errors():
         build_review_corpus(
             TOY_TRAIN, [1, -1, 1, 0, 1, 0], TOY_TEST, TOY_TEST_Y, min_df=1
         )
-    with pytest.raises(ValueError, match="differ in length"):
+    with pytest.raises(ValueError, match="one label per text"):
         build_review_corpus(TOY_TRAIN, TOY_TRAIN_Y[:3], TOY_TEST, TOY_TEST_Y, min_df=1)
     with pytest.raises(ValueError, match="train_stars"):
         build_review_corpus(*args, min_df=1, train_stars=[1, 2])
