@@ -21,8 +21,11 @@ DATA_DIR_ENV = "ATTNBOOK_DATA_DIR"
 RECIPE = "attnbook-reviews-1"  # the recipe's name and version, in every run's record
 HUB_IDS = {"imdb": "stanfordnlp/imdb", "yelp": "Yelp/yelp_review_full"}
 #: Reviews per class (0 negative, 1 positive) of an IMDB split, per kept star of Yelp's.
-IMDB_CLASS_COUNTS = {"train": {0: 12_500, 1: 12_500}, "test": {0: 12_500, 1: 12_500}}
-YELP_STAR_COUNTS = {
+IMDB_CLASS_COUNTS: Mapping[str, Mapping[int, int]] = {
+    "train": {0: 12_500, 1: 12_500},
+    "test": {0: 12_500, 1: 12_500},
+}
+YELP_STAR_COUNTS: Mapping[str, Mapping[int, int]] = {
     "train": {1: 1_777, 2: 1_425, 4: 4_568, 5: 6_213},
     "test": {1: 444, 2: 356, 4: 1_142, 5: 1_553},
 }

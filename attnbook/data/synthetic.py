@@ -85,7 +85,7 @@ class MulticlassSpec:
         return np.concatenate([classes, np.full(self.n_neutral, -1)]).astype(np.int64)
 
 
-def _check_positions(spec: SyntheticSpec | MulticlassSpec) -> None:
+def _check_positions(spec: "SyntheticSpec | MulticlassSpec") -> None:
     if not 1 <= spec.min_len <= spec.max_len:
         raise ValueError("lengths must satisfy 1 <= min_len <= max_len")
     rates = (spec.relevant_rate, spec.opposite_rate)
@@ -103,7 +103,7 @@ class SyntheticData:
 
     sequences: list[np.ndarray]
     labels: np.ndarray
-    spec: SyntheticSpec | MulticlassSpec
+    spec: "SyntheticSpec | MulticlassSpec"
 
     @property
     def counts(self) -> TokenCounts:
@@ -112,7 +112,7 @@ class SyntheticData:
 
 
 def _positions(
-    spec: SyntheticSpec | MulticlassSpec, n: int, rng: np.random.Generator
+    spec: "SyntheticSpec | MulticlassSpec", n: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every sequence's length, and per slot whether it holds a token of its own class
     (``own``) or of another class (``other``)."""
