@@ -145,7 +145,7 @@ def small_splits(monkeypatch):
     import attnbook.data.mirror
     import attnbook.data.reviews
 
-    def accept(name, split, values, where):
+    def accept(name, split, values, where, ratings=None):
         return None
 
     for module in (attnbook.data.mirror, attnbook.data.reviews):

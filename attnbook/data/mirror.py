@@ -18,14 +18,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnbook.data.reviews import (
-    DATA_DIR_ENV,
-    load_reviews,
-    verify_imdb_labels,
-    verify_split,
-)
-
-__all__ = ["write_imdb_mirror", "write_yelp_mirror", "main"]
+from attnbook.data.reviews import DATA_DIR_ENV, load_reviews, verify_split
 
 _MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")
 
@@ -33,24 +26,23 @@ _MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")
 def _read_imdb_archive(archive: Path) -> dict[str, list[tuple[int, int, int, str]]]:
     """The reviews of the archive per split: ``(label, id, rating, text)``."""
     rows: dict[str, list[tuple[int, int, int, str]]] = {"train": [], "test": []}
-    seen: set[tuple[str, str, str]] = set()
+    seen = set()
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:
                 m = _MEMBER.search(member.name)
                 if not (m and member.isfile()):
                     continue
-                split, folder_name, ident, rating = m.groups()
+                split, side, ident, rating = m.groups()
                 if not 1 <= int(rating) <= 10:
                     raise ValueError(f"{member.name}: rating {rating} outside 1-10")
-                if (split, folder_name, ident) in seen:
+                if (split, side, ident) in seen:
                     raise ValueError(
-                        f"{archive}: review {split}/{folder_name}/{ident} occurs twice"
+                        f"{archive}: review {split}/{side}/{ident} occurs twice"
                     )
-                seen.add((split, folder_name, ident))
+                seen.add((split, side, ident))
                 text = tar.extractfile(member).read().decode("utf-8")
-                label = int(folder_name == "pos")
-                rows[split].append((label, int(ident), int(rating), text))
+                rows[split].append((int(side == "pos"), int(ident), int(rating), text))
     except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
         raise ValueError(
             f"{archive} is cut short or damaged ({type(err).__name__}: {err}); "
@@ -71,24 +63,18 @@ def write_imdb_mirror(archive: str | Path, folder: str | Path) -> dict[str, int]
         if not found:
             raise ValueError(f"{archive} holds no review of the {split} split")
     for split, found in rows.items():
-        where = f"the {split} split of {archive}"
-        verify_split("imdb", split, [r[0] for r in found], where)
-        verify_imdb_labels([r[0] for r in found], [r[2] for r in found], where)
+        labels, ratings = [r[0] for r in found], [r[2] for r in found]
+        verify_split("imdb", split, labels, f"the {split} split of {archive}", ratings)
     out.mkdir(parents=True, exist_ok=True)
-    written = {}
     for split, found in rows.items():
         found.sort(key=lambda r: (r[0], r[1]))
+        label, ident, rating, text = zip(*found)
+        columns = {"label": label, "rating": rating, "id": ident}
         table = pa.table(
-            {
-                "text": [r[3] for r in found],
-                "label": pa.array([r[0] for r in found], pa.int64()),
-                "rating": pa.array([r[2] for r in found], pa.int64()),
-                "id": pa.array([r[1] for r in found], pa.int64()),
-            }
+            {"text": text, **{k: pa.array(v, pa.int64()) for k, v in columns.items()}}
         )
         pq.write_table(table, out / f"{split}.parquet")
-        written[split] = table.num_rows
-    return written
+    return {split: len(found) for split, found in rows.items()}
 
 
 def write_yelp_mirror(folder: str | Path) -> dict[str, int]:
@@ -104,8 +90,7 @@ def write_yelp_mirror(folder: str | Path) -> dict[str, int]:
         table = pa.table(
             {
                 "text": list(data["text"]),
-                "label": pa.array(list(data["label"]), pa.int64()),
-                "stars": pa.array(list(data["stars"]), pa.int64()),
+                **{k: pa.array(list(data[k]), pa.int64()) for k in ("label", "stars")},
             }
         )
         pq.write_table(table, out / f"{split}.parquet")

@@ -14,13 +14,6 @@ import numpy as np
 
 from attnbook.engine.counts import TokenCounts
 
-__all__ = [
-    "SelectionData",
-    "assumption_one_data",
-    "two_relevant_data",
-    "partially_relevant_data",
-]
-
 
 @dataclass(frozen=True)
 class SelectionData:
@@ -59,15 +52,13 @@ def _check_sizes(
     length: int,
     n_relevant: int,
 ) -> None:
-    if n_pairs < 1:
-        raise ValueError(f"n_pairs must be positive, got {n_pairs}")
+    if n_pairs < 1 or n_irrelevant < 1:
+        raise ValueError("n_pairs and n_irrelevant must be positive")
     if min(n_positive, n_negative) < n_relevant:
         raise ValueError(
             f"each class needs at least {n_relevant} relevant token(s), got "
             f"n_positive={n_positive}, n_negative={n_negative}"
         )
-    if n_irrelevant < 1:
-        raise ValueError("n_irrelevant must be positive")
     if length < n_relevant + 1:
         raise ValueError(f"length must be at least {n_relevant + 1}, got {length}")
 

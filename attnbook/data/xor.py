@@ -12,8 +12,6 @@ import numpy as np
 from attnbook.engine.counts import TokenCounts
 from attnbook.validation import check_generator
 
-__all__ = ["XorSpec", "XorData", "sample_xor", "A", "NOT_A", "B", "NOT_B"]
-
 A, NOT_A, B, NOT_B = 0, 1, 2, 3
 
 

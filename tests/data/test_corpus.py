@@ -104,13 +104,6 @@ def same_vocabulary(a: Vocabulary, b: Vocabulary) -> bool:
     )
 
 
-def same_tokens(a: TokenizedTexts, b: TokenizedTexts) -> bool:
-    return a.words == b.words and all(
-        np.array_equal(getattr(a, f), getattr(b, f))
-        for f in ("document_frequency", "indptr", "token_ids", "counts")
-    )
-
-
 # ------------------------------------------------------------------------------- tests
 def test_tokenized_texts_count_the_tokens_of_the_rule():
     tok = TokenizedTexts.of(TRAIN)
@@ -187,11 +180,7 @@ def test_build_review_corpus_equals_the_reference():
     assert (c.n_tokens["test"], c.n_dropped_tokens["test"]) == (n_tokens, n_dropped)
 
 
-def test_a_selection_equals_tokenizing_the_selected_texts():
-    tok = TokenizedTexts.of(TRAIN)
-    for rows in ([0, 2, 6, 7], [9, 1, 1, 5], [4, 5], [3]):
-        want = TokenizedTexts.of([TRAIN[i] for i in rows])
-        assert same_tokens(tok.select(np.asarray(rows)), want)
+def test_a_selection_outside_the_split_is_refused():
     with pytest.raises(ValueError, match="rows must lie"):
         ReviewSplit(tuple(TRAIN), [0] * len(TRAIN)).select([len(TRAIN)])
 
@@ -291,7 +280,7 @@ def test_build_review_corpus_errors():
         build_review_corpus(
             TOY_TRAIN, [1, -1, 1, 0, 1, 0], TOY_TEST, TOY_TEST_Y, min_df=1
         )
-    with pytest.raises(ValueError, match="differ in length"):
+    with pytest.raises(ValueError, match="one label per text"):
         build_review_corpus(TOY_TRAIN, TOY_TRAIN_Y[:3], TOY_TEST, TOY_TEST_Y, min_df=1)
     with pytest.raises(ValueError, match="train_stars"):
         build_review_corpus(*args, min_df=1, train_stars=[1, 2])

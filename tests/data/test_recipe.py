@@ -30,7 +30,6 @@ from attnbook.data.reviews import (
     load_reviews,
     sample_by_stars,
     tokenize,
-    unescape_hub_text,
 )
 
 datasets = pytest.importorskip("datasets")
@@ -156,7 +155,6 @@ def test_hub_line_break_escapes_become_line_breaks(hub):
     text = ds["text"][0]
     assert "\\" not in text and text.count("\n") == 3
     assert "nthe" not in tokenize(text) and "nbye" not in tokenize(text)
-    assert unescape_hub_text(r"a\nb\\nc") == "a\nb\nc"
 
 
 def test_hub_yelp_corpus_has_the_mirror_counts(hub):
