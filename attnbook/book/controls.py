@@ -1,5 +1,5 @@
 """The extension chapters' controls: a model trained on real and permuted labels from
-several seeds, and the rank trend of its token scores beside the shuffled-label bound."""
+several seeds, and the rank trend of its token scores beside the shuffled-label one."""
 
 from __future__ import annotations
 
