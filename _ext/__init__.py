@@ -21,8 +21,8 @@ repository root (``python -m _ext.execution``).
   :mod:`_ext.page_assets` -- scripts and PDF links of every page;
   :mod:`_ext.bibstyle` -- the author-year bibliography style; ``static/`` -- its CSS.
 
-Layer: above :mod:`attnbook` (imports :mod:`attnbook.book.record_paths`,
-:mod:`attnbook.book.records` and :mod:`attnbook.book.environment`); nothing in
+Layer: above :mod:`attnbook` (imports :mod:`attnbook.book.record_paths`
+and :mod:`attnbook.book.records`); nothing in
 :mod:`attnbook` imports it.
 """
 

@@ -76,8 +76,8 @@ from _ext.pages import (
 from _ext.record_files import load_records
 from _ext.run_guard import RunInterrupted, default_jobs
 from _ext.verdict import claims_verdict
-from attnbook.book.environment import data_table
 from attnbook.book.record_paths import INPUT_KEYS_ENV, RECORD_DIR_ENV, RUN_ID_ENV
+from attnbook.book.records import data_table
 
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"  # attnbook.css: badges and folded checks

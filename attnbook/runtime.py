@@ -32,8 +32,8 @@ def default_device() -> torch.device:
 
 
 def device_for(workload: str) -> torch.device:
-    """The CPU for ``"synthetic"`` (tiny float64 operations), :func:`default_device`
-    for ``"real"`` (the review corpora); ``ATTNBOOK_DEVICE`` overrides both."""
+    """The CPU for ``"synthetic"``, :func:`default_device` for ``"real"``;
+    ``ATTNBOOK_DEVICE`` overrides both."""
     if workload not in ("real", "synthetic"):
         raise ValueError(f"workload must be 'real' or 'synthetic', got {workload!r}")
     forced = os.environ.get(DEVICE_ENV, "").strip().lower()

@@ -16,9 +16,8 @@ from attnbook.runtime import device_for, seed_everything
 def start_chapter(
     name: str, *, seed: int, workload: str = "real"
 ) -> tuple[np.random.Generator, torch.device]:
-    """Start chapter ``name`` (its notebook's stem): a fresh record, every generator
-    seeded with ``seed``, the figure style; returns ``(rng, device)`` for ``workload``.
-    """
+    """Start chapter ``name``: a fresh record, every generator seeded with ``seed``,
+    the figure style; returns ``(rng, device)`` for ``workload``."""
     device = device_for(workload)  # an unknown workload fails before anything starts
     # tqdm (imported by datasets) warns that ipywidgets is absent: noise in the pages
     warnings.filterwarnings("ignore", message="IProgress not found")

@@ -1,6 +1,5 @@
 """The book's checks: a measured statistic against the threshold the text justifies,
-asserted (:func:`check`, :func:`checks` for a block) or recorded only
-(:func:`compare_with_paper`), glued into the prose and kept in the chapter's record."""
+asserted or recorded only, glued into the prose and kept in the chapter's record."""
 
 from __future__ import annotations
 
@@ -35,8 +34,8 @@ _RELATIONS = {">=": lambda x, t: x >= t, "<=": lambda x, t: x <= t}
 
 
 def outcome(value: float, relation: str, threshold: float) -> bool:
-    """Whether ``value <relation> threshold`` holds: the one rule that decides a
-    check, when it runs and whenever its record is read back."""
+    """Whether ``value <relation> threshold`` holds: the rule of every check, run or
+    read back."""
     if relation not in _RELATIONS:
         raise ValueError(
             f"relation must be one of {sorted(_RELATIONS)}, got {relation!r}"
@@ -50,30 +49,6 @@ def _check_keywords(role: str, reading: str) -> None:
         raise ValueError(f"role must be one of {list(roles)}, got {role!r}")
     if reading not in ("book", "paper"):
         raise ValueError(f"reading must be 'book' or 'paper', got {reading!r}")
-
-
-def _record_check(
-    name: str, value: float, threshold: float, relation: str, volatile: bool, **fields
-) -> bool:
-    """Validate, record and glue one comparison of a statistic with its threshold."""
-    _check_keywords(fields["role"], fields["reading"])
-    value, threshold = float(value), float(threshold)
-    for number, what in ((value, "measured value"), (threshold, "threshold")):
-        if not math.isfinite(number):
-            raise ValueError(f"check {name!r}: {what} is not finite ({number})")
-    if fields["spread"] is not None:
-        fields["spread"] = spread = float(fields["spread"])
-        if not (math.isfinite(spread) and spread >= 0):
-            raise ValueError(
-                f"check {name!r}: spread must be finite and non-negative ({spread})"
-            )
-    passed = outcome(value, relation, threshold)
-    fields["cell"] = current_cell()
-    CHECKS.append(
-        Check(current_chapter(), name, value, threshold, relation, passed, **fields)
-    )
-    glue(name, value, volatile=volatile)
-    return passed
 
 
 def check(
@@ -92,16 +67,28 @@ def check(
     spread: float | None = None,
 ) -> float:
     """Assert ``value <relation> threshold`` (``asserted=False``: record only, evidence
-    alone), glue ``value`` as ``name`` and record the check for the dashboard.
-
-    ``role``: ``"evidence"``, ``"identity"`` or ``"control"``; ``reading``: ``"paper"``
-    or ``"book"``; ``volatile`` marks a timing; ``spread`` is the statistic's spread
-    over its runs."""
-    if not asserted and role != "evidence":
-        raise ValueError(f"check {name!r}: only evidence is recorded unasserted")
-    fields = dict(claim=claim, result=result, asserted=asserted, role=role)
-    fields.update(what=what, reading=reading, spread=spread)
-    passed = _record_check(name, value, threshold, relation, volatile, **fields)
+    of a claim alone), glue ``value`` as ``name`` and record the check; ``volatile``
+    marks a timing, ``spread`` the statistic's spread over its runs."""
+    _check_keywords(role, reading)
+    if not asserted and (role != "evidence" or not claim):
+        raise ValueError(f"check {name!r}: only evidence of a claim is unasserted")
+    number, bound = float(value), float(threshold)
+    for x, words in ((number, "measured value"), (bound, "threshold")):
+        if not math.isfinite(x):
+            raise ValueError(f"check {name!r}: {words} is not finite ({x})")
+    if spread is not None:
+        spread = float(spread)
+        if not (math.isfinite(spread) and spread >= 0):
+            raise ValueError(
+                f"check {name!r}: spread must be finite and non-negative ({spread})"
+            )
+    passed = outcome(number, relation, bound)
+    fields = dict(claim=claim, result=result, cell=current_cell(), asserted=asserted)
+    fields.update(role=role, what=what, reading=reading, spread=spread)
+    CHECKS.append(
+        Check(current_chapter(), name, number, bound, relation, passed, **fields)
+    )
+    glue(name, number, volatile=volatile)
     assert passed or not asserted, (
         f"check {name!r} failed: measured {value:.6g}, required {relation} "
         f"{threshold:.6g}"
@@ -119,8 +106,7 @@ def checks(
     asserted: bool = True,
 ):
     """:func:`check` with these keywords set once for a block, so that each check is
-    one line (``c3("kkt_gap", gap, 1e-6, "<=")``); ``what`` maps a check's name to its
-    words, and a call may override any keyword."""
+    one line (``c3("kkt_gap", gap, 1e-6, "<=")``); ``what`` maps names to words."""
     _check_keywords(role, reading)
     shared = dict(claim=claim, role=role, result=result, reading=reading)
     shared["asserted"] = asserted
@@ -135,22 +121,8 @@ def checks(
     return block_check
 
 
-def compare_with_paper(
-    name: str,
-    value: float,
-    threshold: float,
-    relation: str = ">=",
-    *,
-    claim: str,
-    result: str | None = None,
-    what: str | None = None,
-    reading: str = "paper",
-    spread: float | None = None,
-) -> bool:
-    """Record, without asserting, a statement of the paper that the book measures and
-    may find not to hold (shown NOT REPRODUCED); returns the outcome."""
-    if not claim:
-        raise ValueError("compare_with_paper needs the claim of the paper it measures")
-    fields = dict(claim=claim, result=result, asserted=False, role="evidence")
-    fields.update(what=what, reading=reading, spread=spread)
-    return _record_check(name, value, threshold, relation, False, **fields)
+def compare_with_paper(name: str, value, threshold, relation=">=", **keywords) -> bool:
+    """Record, unasserted, a statement of the paper that the book measures (NOT
+    REPRODUCED when it fails); returns its outcome."""
+    check(name, value, threshold, relation, asserted=False, **keywords)
+    return CHECKS[-1].passed

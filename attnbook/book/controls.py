@@ -1,6 +1,5 @@
-"""The controls of the extension chapters: one model trained on the real and on permuted
-labels from several seeds, and the rank trend of its token scores against the
-importance beside the shuffled-label threshold, with its checks and figures."""
+"""The extension chapters' controls (a model trained on real and permuted labels from
+several seeds, the rank trend of its scores beside the shuffled-label one); figures."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as student_t
 
-from attnbook.book.checks import check, compare_with_paper
+from attnbook.book.checks import check, checks
 from attnbook.book.plotting import PALETTE, ROW_HEIGHT_IN, panel_grid, plot_binned
 from attnbook.book.records import glue
 from attnbook.engine.counts import TokenCounts
@@ -26,8 +25,7 @@ from attnbook.validation import check_count
 
 @dataclass(frozen=True)
 class Run:
-    """One trained model: ``kind`` (``labels`` or ``shuffled``), seed, the labels it
-    was fitted to, its scores after training and at the start, its metrics."""
+    """One trained model (``kind``: ``labels`` or ``shuffled``) and what it gave."""
 
     kind: str
     seed: int
@@ -45,15 +43,14 @@ def label_control_runs(
     all_seeds = [int(s) for s in (*seeds, *shuffled_seeds)]
     if not seeds or not shuffled_seeds or len(set(all_seeds)) != len(all_seeds):
         raise ValueError("seeds and shuffled_seeds must be non-empty and distinct")
-    y = np.asarray(labels)
-    runs = []
+    y, runs = np.asarray(labels), []
     for kind, group in (("labels", seeds), ("shuffled", shuffled_seeds)):
         for seed in group:
             fitted = y if kind == "labels" else rng.permutation(y)
             scores, initial, metrics = train(int(seed), fitted)
             arrays = [
-                {k: np.asarray(v, np.float64) for k, v in s.items()}
-                for s in (scores, initial)
+                {k: np.asarray(v, np.float64) for k, v in d.items()}
+                for d in (scores, initial)
             ]
             metrics = {k: float(v) for k, v in metrics.items()}
             runs.append(Run(kind, int(seed), fitted, *arrays, metrics))
@@ -99,17 +96,11 @@ def metric_ranges(runs, metrics: Mapping, prefixes: Mapping) -> dict[str, float]
     return out
 
 
-def documents_per_token(counts: TokenCounts) -> np.ndarray:
-    """``(V,)`` number of documents of ``counts`` that contain each token."""
-    toks = counts.token_ids.cpu().numpy()
-    return np.bincount(toks, minlength=counts.vocab_size).astype(np.int64)
-
-
 def leave_out_rare(importance, counts: TokenCounts, min_documents: int):
     """``importance`` (``(V,)`` or ``(V, K)``) with the tokens in fewer than
     ``min_documents`` documents set to NaN, and how many finite ones that drops."""
     imp = np.array(importance, dtype=np.float64)
-    docs = documents_per_token(counts)
+    docs = np.bincount(counts.token_ids.cpu().numpy(), minlength=counts.vocab_size)
     if imp.shape[0] != docs.size:
         raise ValueError(
             f"importance has {imp.shape[0]} tokens, counts a vocabulary of {docs.size}"
@@ -134,10 +125,6 @@ def heldout_measures(corpus, min_documents: int) -> tuple[dict[str, np.ndarray],
     }, n_left_out
 
 
-def _rho(s: np.ndarray, x: np.ndarray, z: np.ndarray | None) -> float:
-    return spearman(s, x) if z is None else partial_spearman(s, x, z)
-
-
 def trend_statistic(score, importance, shape: str, log_df=None) -> float:
     """Spearman's rho of ``score`` against ``I`` (``"monotone"``), ``|I|`` (``"u"``) or
     the smaller of its two arms ``I > 0``, ``I < 0`` (``"arms"``), over the finite
@@ -152,32 +139,39 @@ def trend_statistic(score, importance, shape: str, log_df=None) -> float:
         keep &= np.isfinite(z)
         z = z[keep]
     s, x = s[keep], x[keep]
-    if shape == "monotone":
-        return _rho(s, x, z)
-    if shape == "u":
-        return _rho(s, np.abs(x), z)
-    arms = []
-    for side in (x > 0, x < 0):
-        arms.append(_rho(s[side], np.abs(x[side]), None if z is None else z[side]))
-    return float(min(arms))
+
+    def rho(s, x, z):
+        return spearman(s, x) if z is None else partial_spearman(s, x, z)
+
+    if shape != "arms":
+        return rho(s, x if shape == "monotone" else np.abs(x), z)
+    sides = (x > 0, x < 0)
+    return float(
+        min(rho(s[i], np.abs(x[i]), None if z is None else z[i]) for i in sides)
+    )
+
+
+def _bound(v: np.ndarray, level: float):
+    """Student's t prediction bound of each row of ``v``, at least its largest draw."""
+    n = v.shape[-1]
+    t = student_t.ppf(level, n - 1)
+    bound = v.mean(-1) + t * v.std(-1, ddof=1) * math.sqrt(1 + 1 / n)
+    return np.maximum(bound, v.max(-1))
 
 
 def control_threshold(values, level: float = 0.99) -> float:
-    """One-sided prediction bound for one more draw of a control statistic (Student's
-    t): ``mean + t_{level, n-1} sd sqrt(1 + 1/n)``, at least the largest draw."""
+    """One-sided prediction bound for one more draw of a control statistic:
+    ``mean + t_{level, n-1} sd sqrt(1 + 1/n)``, at least the largest draw."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 1 or v.size < 3 or not np.isfinite(v).all():
         raise ValueError("values must be at least 3 finite numbers")
-    n = v.size
-    t = student_t.ppf(level, n - 1)
-    bound = v.mean() + t * v.std(ddof=1) * math.sqrt(1 + 1 / n)
-    return float(max(bound, v.max()))
+    return float(_bound(v, level))
 
 
 @dataclass(frozen=True)
 class ControlledTrend:
-    """The statistic of one claim for every run, indexed ``(kind, run)`` with kind
-    ``labels``, ``shuffled`` or ``initial``; ``thresholds`` from the shuffled runs."""
+    """A claim's statistics per run, indexed ``(kind, run)``; thresholds from the
+    shuffled runs."""
 
     shape: str
     runs: pd.DataFrame
@@ -210,9 +204,8 @@ def controlled_trend(
     shuffled_train=None,
     level: float = 0.99,
 ) -> ControlledTrend:
-    """The statistic of ``shape`` for the per-token scores of the real-label,
-    shuffled-label (at least 3) and initial runs, over the tokens with a finite held-out
-    importance (``shuffled_train``: each shuffled run's own importance)."""
+    """The statistics of ``shape`` for the scores of the real-label, shuffled-label (at
+    least 3) and initial runs, over the tokens of finite held-out importance."""
     if len(labels) < 1 or len(shuffled) < 3 or len(initial) < 1:
         raise ValueError("need a real-label run, three shuffled runs, an initial one")
     held = np.asarray(heldout, dtype=np.float64)
@@ -241,30 +234,26 @@ def controlled_trend(
         stat: control_threshold(runs.loc["shuffled", stat].to_numpy(float), level)
         for stat in ("heldout", "heldout_partial")
     }
-    n_tokens = {
-        "heldout": int(np.isfinite(held).sum()),
-        "train": int(np.isfinite(np.asarray(train, dtype=np.float64)).sum()),
-    }
+    finite = np.isfinite(np.asarray(train, dtype=np.float64))
+    n_tokens = {"heldout": int(np.isfinite(held).sum()), "train": int(finite.sum())}
     return ControlledTrend(shape, runs, thresholds, level, n_tokens)
 
 
 def runs_trend(runs, score: str, *, column: int | None = None, own=None, **keywords):
-    """:func:`controlled_trend` of the score ``score`` of ``runs`` (``column`` of a
-    ``(V, K)`` score; ``own``: each shuffled run's own importance)."""
+    """:func:`controlled_trend` of ``score`` of ``runs`` (its ``column`` if given;
+    ``own``: each shuffled run's own importance)."""
 
     def pick(kind: str, initial: bool = False) -> list[np.ndarray]:
         out = scores_of(runs, kind, score, initial=initial)
         return out if column is None else [s[:, column] for s in out]
 
-    initial = pick("labels", initial=True)
-    return controlled_trend(
-        pick("labels"), pick("shuffled"), initial, shuffled_train=own, **keywords
-    )
+    scores = pick("labels"), pick("shuffled"), pick("labels", True)
+    return controlled_trend(*scores, shuffled_train=own, **keywords)
 
 
 def control_table(trends: Mapping[str, ControlledTrend]) -> pd.DataFrame:
-    """Raw and partial rho per claim statistic: real labels, shuffled control,
-    threshold, initial embeddings, training split."""
+    """Raw and partial rho of each trend: real labels, shuffled, threshold, initial,
+    training split."""
     rows = {}
     for key, tr in trends.items():
         for stat, train, name in (
@@ -293,24 +282,17 @@ def redrawn_margin(
     n_shuffled: int | None = None,
     draws: int = 20_000,
 ) -> dict[str, float]:
-    """The margin of ``trend.margin(statistic) >= 0`` with its runs redrawn as
-    Gaussians: ``margin``, its ``sd`` over ``draws``, ``z = margin / sd`` and the share
-    ``fail`` < 0."""
+    """``trend.margin(statistic)``, its ``sd`` with the runs redrawn as Gaussians,
+    ``z = margin / sd`` and the share ``fail`` of redrawn margins below 0."""
     real = trend.values("labels", statistic)
     null = trend.values("shuffled", statistic)
     if real.size < 2:
         raise ValueError("need at least two real-label runs to estimate their spread")
-    n_labels = real.size if n_labels is None else n_labels
-    n_shuffled = check_count(
-        null.size if n_shuffled is None else n_shuffled, "n_shuffled", minimum=3
-    )
+    n_labels, n_shuffled = n_labels or real.size, n_shuffled or null.size
+    check_count(n_shuffled, "n_shuffled", minimum=3)
     labels = rng.normal(real.mean(), real.std(ddof=1), (draws, n_labels))
     shuffled = rng.normal(null.mean(), null.std(ddof=1), (draws, n_shuffled))
-    t = student_t.ppf(trend.level, n_shuffled - 1)
-    bound = shuffled.mean(1) + t * shuffled.std(1, ddof=1) * math.sqrt(
-        1 + 1 / n_shuffled
-    )
-    margins = labels.min(1) - np.maximum(bound, shuffled.max(1))
+    margins = labels.min(1) - _bound(shuffled, trend.level)
     margin, sd = trend.margin(statistic), float(margins.std(ddof=1))
     fail = float((margins < 0).mean())
     return {"margin": margin, "sd": sd, "z": margin / sd, "fail": fail}
@@ -329,8 +311,7 @@ _KINDS = {
 
 
 def controls_figure(trends: Mapping[str, ControlledTrend], row_height: float):
-    """One row per trend: every run's partial rho as a dot, the shuffled-label
-    threshold as a bar; the legend below."""
+    """One row per trend: every run's partial rho as a dot, the threshold as a bar."""
     statistic = "heldout_partial"
     fig, (ax,) = panel_grid(1, row_height=row_height, layout="constrained")
     dots = dict(s=28, alpha=0.85, linewidth=0, zorder=3)
@@ -367,28 +348,19 @@ def trend_checks(
     what: Mapping[str, str] | None = None,
     seed_spread: bool = False,
 ):
-    """A check of a block: ``block(name, trend, statistic, asserted=True, **keywords)``
-    checks the smallest real-label value of ``statistic`` against the shuffled-label
-    threshold (recorded only when not ``asserted``), glues ``name_high`` and
-    ``name_threshold`` and returns the smallest value; with ``seed_spread`` the spread
-    is the range over initialisations."""
-    shared = dict(claim=claim, result=result, reading=reading)
-    described = dict(what or {})
+    """``block(name, trend, statistic, **keywords)``: :func:`checks` of the smallest
+    real-label value against the threshold, glued with ``name_high`` and
+    ``name_threshold``; ``seed_spread``: the range over initialisations as spread."""
+    block = checks(claim=claim, result=result, reading=reading, what=what)
 
-    def block_check(
-        name: str, trend: str, statistic: str, asserted: bool = True, **keywords
-    ) -> float:
-        keywords.setdefault("what", described.get(name))
+    def block_check(name: str, trend: str, statistic: str, **keywords) -> float:
         if seed_spread:
             keywords.setdefault("spread", trends[trend].seed_range(statistic))
         values = trends[trend].values("labels", statistic)
         threshold = trends[trend].thresholds[statistic]
         glue(f"{name}_high", float(values.max()))
         glue(f"{name}_threshold", float(threshold))
-        smallest = float(values.min())
-        record = check if asserted else compare_with_paper
-        record(name, smallest, threshold, ">=", **{**shared, **keywords})
-        return smallest
+        return block(name, float(values.min()), threshold, ">=", **keywords)
 
     return block_check
 
@@ -401,8 +373,8 @@ def check_initial(
     what: str = INITIAL_WHAT,
     result: str | None = None,
 ) -> float:
-    """Control: the largest ``|rho| sqrt(n / 2)`` of the initial embeddings (standard
-    errors of a rank correlation over half the ``n`` held-out tokens) is at most 5."""
+    """Control: the largest ``|rho| sqrt(n / 2)`` of the initial embeddings is at
+    most 5."""
     z = max(
         float(np.abs(tr.values("initial", stat)).max())
         * float(np.sqrt(tr.n_tokens["heldout"] / 2))
@@ -423,9 +395,8 @@ def seed_series(
     label: str = "seed {seed}",
     shuffled: str | None = None,
 ) -> dict[str, tuple]:
-    """Series ``(importance, score, colour)`` of :func:`binned_panels` for ``score`` of
-    every real-label run and, when ``shuffled`` names a colour, of the first shuffled
-    run."""
+    """:func:`binned_panels` series of ``score`` of every real-label run and, in the
+    colour ``shuffled``, of the first shuffled run."""
     real = [r for r in runs if r.kind == "labels"]
     series = {
         label.format(seed=r.seed): (importance, r.scores[score], color)
@@ -447,8 +418,8 @@ def binned_panels(
     min_count: int = 20,
     axes=None,
 ):
-    """One panel per ``(title, ylabel, series)``: each series' bin means (bins under
-    ``min_count`` tokens left out), scaled by its sd when ``scaled``."""
+    """One panel per ``(title, ylabel, series)``: each series' bin means (divided by
+    its sd when ``scaled``)."""
     if axes is None:
         fig, axes = panel_grid(len(panels), row_height=row_height)
     else:
@@ -469,4 +440,53 @@ def binned_panels(
         ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
         if where:
             ax.legend(loc=where)
+    return fig
+
+
+def small_dim_figure(
+    one_step: pd.DataFrame,
+    heldout: np.ndarray,
+    trained: Mapping[int, Sequence[Run]],
+):
+    """The one-step correlation against ``d`` and its prediction, and the scaled bin
+    means of ``E_s . v``, ``E_s . p`` against the held-out importance per ``d``."""
+    import seaborn as sns
+
+    fig, axes = panel_grid(3, row_height=3.0)
+    ax = axes[0]
+    predicted, measured = one_step["r predicted (noise only)"], one_step["r measured"]
+    ax.plot(one_step.index, predicted, color=PALETTE["theory"], label="predicted")
+    dots = dict(color=PALETTE["negative"], zorder=3, label="measured")
+    ax.scatter(one_step.index, measured, **dots)
+    ax.set(xscale="log", xlabel="embedding dimension $d$", ylabel="correlation")
+    ax.set(title="one step", ylim=(0, 1))
+    ax.legend(loc="lower right")
+    colors = sns.color_palette("viridis", len(trained))
+    panels = []
+    for score, title in (("E.v", r"$E_s\cdot v$"), ("E.p", r"$E_s\cdot p$")):
+        series = {
+            f"d = {d}": (heldout, scores_of(runs, "labels", score)[0], color)
+            for (d, runs), color in zip(trained.items(), colors)
+        }
+        panels.append((f"trained: {title}", "score / std", series))
+    binned_panels(panels, axes=axes[1:], scaled=True, min_count=1, legends=())
+    handles, labels = axes[1].get_legend_handles_labels()
+    where = dict(loc="center", bbox_to_anchor=(0.75, 0.25), ncols=2)
+    fig.legend(handles, labels, title="embedding dimension", **where)
+    return fig
+
+
+def xor_figure(curves: pd.DataFrame, shown: Sequence[str], scores: pd.DataFrame):
+    """Test accuracy of the ``shown`` models in training; attention scores after it."""
+    import seaborn as sns
+
+    fig, axes = panel_grid(2, one_column=True, row_height=2.7)
+    curves = curves[curves["model"].isin(shown)]
+    sns.lineplot(data=curves, x="step", y="test accuracy", hue="model", ax=axes[0])
+    axes[0].axhline(0.75, ls=":", color="0.3")
+    axes[0].set(ylim=(0.4, 1.02), title="test accuracy during training")
+    sns.barplot(data=scores, x="token", y="attention score", hue="model", ax=axes[1])
+    axes[1].set(title="<cls> score after training", xlabel="")
+    for ax in axes:
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig

@@ -1,7 +1,5 @@
-"""The book's figure style: every figure at the text column's width
-(:data:`COLUMN_WIDTH_IN`) with text of at least :data:`MIN_FONT_PT` points, panels laid
-out by :func:`panel_grid`, checked by :func:`audit` as :func:`show` displays them; and
-the two recurring plots."""
+"""The book's figure style (the column's width, text of at least :data:`MIN_FONT_PT`
+points), checked by :func:`audit` as :func:`show` displays a figure."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ _STYLE = {
 
 
 def setup(context: str = "notebook") -> None:
-    """Apply the book's figure style (seaborn ``context``, white background, column
-    width, minimum font); inside IPython, retina PNGs fitted to the column."""
+    """The book's figure style; inside IPython, retina PNGs fitted to the column."""
     import seaborn as sns
 
     sns.set_theme(context=context, style="whitegrid", palette="deep")
@@ -89,8 +86,7 @@ def panel_grid(
     **subplots,
 ):
     """``(fig, axes)`` at the column width: ``n_panels`` axes in reading order, in two
-    columns (never three in a row: too narrow) or one (``one_column``); other keywords
-    go to ``plt.subplots``."""
+    columns (never three: too narrow) or one; other keywords go to ``plt.subplots``."""
     import matplotlib.pyplot as plt
 
     if not isinstance(n_panels, (int, np.integer)) or n_panels < 1:
@@ -107,7 +103,7 @@ def panel_grid(
 
 def show(fig=None, *, strict: bool = True) -> None:
     """Display ``fig`` (default: the current one) fitted to the column; a problem
-    :func:`audit` finds raises ``ValueError`` (a warning unless ``strict``)."""
+    :func:`audit` finds raises ``ValueError`` (warns unless ``strict``)."""
     import matplotlib.pyplot as plt
 
     fig = plt.gcf() if fig is None else fig
@@ -130,8 +126,9 @@ def identity_scatter(ax, predicted, measured, *, s: float = 12, **kwargs):
     y = np.asarray(measured, dtype=float).ravel()
     sns.scatterplot(x=x, y=y, s=s, ax=ax, linewidth=0, **kwargs)
     lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
-    line = dict(color=PALETTE["theory"], lw=1, ls="--", label="identity")
-    ax.plot([lo, hi], [lo, hi], **line)
+    ax.plot(
+        [lo, hi], [lo, hi], color=PALETTE["theory"], lw=1, ls="--", label="identity"
+    )
     return ax
 
 
@@ -147,11 +144,9 @@ def plot_binned(
     color: str | None = None,
     min_count: int = 1,
     band: bool = True,
-    band_alpha: float = 0.15,
 ) -> pd.DataFrame:
-    """Draw on ``ax`` the bin means of ``values`` against ``importance`` (``n_bins``
-    bins of ``[lo, hi]``, NaN left out, bins under ``min_count`` tokens not drawn) with
-    a band of one within-bin sd and a zero line; returns the drawn bins' statistics."""
+    """Draw on ``ax`` the bin means of ``values`` against ``importance`` (bins under
+    ``min_count`` tokens left out) with a band of one sd; returns the bins drawn."""
     x = np.asarray(importance, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
     if x.shape != v.shape or x.ndim != 1:
@@ -167,14 +162,8 @@ def plot_binned(
     )
     if band:
         mean, sd, colour = stats["mean"], stats["std"], line.get_color()
-        ax.fill_between(
-            stats["center"],
-            mean - sd,
-            mean + sd,
-            color=colour,
-            alpha=band_alpha,
-            linewidth=0,
-        )
+        band = dict(color=colour, alpha=0.15, linewidth=0)
+        ax.fill_between(stats["center"], mean - sd, mean + sd, **band)
     ax.set_xlim(lo, hi)
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     return stats
@@ -191,8 +180,7 @@ def _texts(fig):
 
 
 def fit_to_column(fig) -> None:
-    """Bring ``fig`` to at most the column width and every text to at least
-    :data:`MIN_FONT_PT` points."""
+    """Bring ``fig`` to the column width and every text to :data:`MIN_FONT_PT`."""
     width, height = fig.get_size_inches()
     if width > COLUMN_WIDTH_IN:
         fig.set_size_inches(COLUMN_WIDTH_IN, height * max(COLUMN_WIDTH_IN / width, 0.7))
@@ -244,8 +232,8 @@ def _tick_overlaps(ax, axis, renderer, horizontal: bool) -> list[str]:
 def _labels(fig) -> list:
     texts = [fig._suptitle, fig._supxlabel, fig._supylabel]
     for ax in fig.axes:
-        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label]
-        texts.append(ax.yaxis.label)
+        texts += [ax.title, ax._left_title, ax._right_title]
+        texts += [ax.xaxis.label, ax.yaxis.label]
     return [t for t in texts if t is not None and t.get_visible() and t.get_text()]
 
 
@@ -262,8 +250,8 @@ def _overlapping_labels(fig, renderer) -> list[str]:
 
 
 def audit(fig) -> list[str]:
-    """What keeps ``fig`` from reading well at the column width (too wide, small text,
-    several series without a legend, overlapping labels); empty when it reads well."""
+    """What keeps ``fig`` from reading well (too wide, small text, several series
+    without a legend, overlapping labels); empty when it reads well."""
     problems = []
     width = fig.get_size_inches()[0]
     if width > COLUMN_WIDTH_IN + 1e-9:

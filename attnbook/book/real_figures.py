@@ -15,18 +15,6 @@ from attnbook.experiments.importance import bin_statistics, observed_range
 from attnbook.experiments.picture import MAIN_STATISTICS, RUN_NAMES, PictureRuns
 from attnbook.experiments.robustness import PICTURE_STATISTICS
 
-__all__ = [
-    "NAMES",
-    "DATASETS",
-    "BINNINGS",
-    "bin_range",
-    "picture_figure",
-    "bin_counts_figure",
-    "null_figure",
-    "ablation_figure",
-    "synthetic_figure",
-]
-
 #: The names of the chapter's corpora, and the two of them its figures show.
 NAMES = {"imdb": "IMDB", "yelp": "Yelp (balanced)", "yelp_all": "Yelp (all)"}
 DATASETS = ("imdb", "yelp")
@@ -49,9 +37,8 @@ _BIN_COLORS = {
 
 def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(
-        handles, labels, loc="lower center", ncol=ncol, fontsize=10, frameon=False
-    )
+    where = dict(loc="lower center", fontsize=10, frameon=False)
+    fig.legend(handles, labels, ncol=ncol, **where)
     # laid out again whenever drawn: after fit_to_column too
     fig.set_layout_engine("tight", rect=(0, bottom, 1, 1))
 
@@ -59,26 +46,19 @@ def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
 def picture_figure(
     importance: Mapping[str, np.ndarray], runs: Mapping[str, PictureRuns], seed: int
 ):
-    """Bin means and standard deviations of both scores of the trained model against
-    the importance, in both :data:`BINNINGS`, one row per data set."""
+    """Bin means and sds of both scores against the importance, in both
+    :data:`BINNINGS`, one row per data set."""
     fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.8))
     for r, name in enumerate(DATASETS):
+        imp = importance[name]
         for c, (vals, label) in enumerate(
-            zip(runs[name].scores[("adam", seed)], _SCORES)
+            zip(runs[name].scores["adam", seed], _SCORES)
         ):
             ax = axes[r, c]
             for b, how in BINNINGS.items():
-                lo, hi = bin_range(importance[name], how)
-                plot_binned(
-                    ax,
-                    importance[name],
-                    vals,
-                    lo=lo,
-                    hi=hi,
-                    label=b,
-                    color=_BIN_COLORS[b],
-                    min_count=2,
-                )
+                lo, hi = bin_range(imp, how)
+                style = dict(label=b, color=_BIN_COLORS[b], min_count=2)
+                plot_binned(ax, imp, vals, lo=lo, hi=hi, **style)
             ax.set_xlim(-1.02, 1.02)
             ax.set_title(f"{NAMES[name]}: {label}", fontsize=11.5)
             ax.set_xlabel(_IMPORTANCE)
@@ -94,13 +74,8 @@ def bin_counts_figure(importance: Mapping[str, np.ndarray]):
         for b, how in BINNINGS.items():
             lo, hi = bin_range(imp, how)
             counts = bin_statistics(imp, np.zeros(imp.size), 20, lo, hi)
-            ax.step(
-                counts["center"],
-                counts["count"].clip(lower=0.8),
-                where="mid",
-                label=b,
-                color=_BIN_COLORS[b],
-            )
+            shown = counts["count"].clip(lower=0.8)
+            ax.step(counts["center"], shown, where="mid", label=b, color=_BIN_COLORS[b])
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 3.0), numticks=8))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
@@ -116,8 +91,8 @@ def null_figure(
     nulls: Mapping[str, pd.DataFrame],
     seeds: tuple[int, ...],
 ):
-    """The four main rank correlations of every seed (dots) beside the shuffled-label
-    runs' (crosses); ``tables`` keyed by display name, ``nulls`` by key."""
+    """The main rank correlations of every seed (dots) and shuffled-label run
+    (crosses); ``tables`` keyed by display name, ``nulls`` by key."""
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
     for ax, name in zip(axes, DATASETS):
         t = tables[NAMES[name]]
@@ -132,17 +107,10 @@ def null_figure(
         ax.set_xticklabels(["E·v", "E·p", "E·v | df", "E·p | df"], fontsize=10)
         ax.set_title(NAMES[name], fontsize=11.5)
     axes[0].set_ylabel("rank correlation")
-    n_null = len(nulls[DATASETS[0]])
+    shuffled = f"shuffled labels ({len(nulls[DATASETS[0]])} permutations)"
     handles = [
         Line2D([], [], marker="o", ls="", color=PALETTE["theory"], label="seeds"),
-        Line2D(
-            [],
-            [],
-            marker="x",
-            ls="",
-            color=PALETTE["negative"],
-            label=f"shuffled labels ({n_null} permutations)",
-        ),
+        Line2D([], [], marker="x", ls="", color=PALETTE["negative"], label=shuffled),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=10, frameon=False)
     fig.set_layout_engine("tight", rect=(0, 0.1, 1, 1))
@@ -160,21 +128,14 @@ _RUN_STYLE = {
 def ablation_figure(
     importance: Mapping[str, np.ndarray], runs: Mapping[str, PictureRuns], seed: int
 ):
-    """Bin means of both scores, each divided by its standard deviation over the tokens,
-    for the one step, the theorem's setting, gradient descent and Adam (``seed``)."""
+    """Bin means of both scores over their sd: one step, the theorem's setting,
+    gradient descent and Adam."""
     fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.0), sharex=True)
     for r, name in enumerate(DATASETS):
         for key, (color, ls) in _RUN_STYLE.items():
-            for c, vals in enumerate(runs[name].scores[(key, seed)]):
-                plot_binned(
-                    axes[r, c],
-                    importance[name],
-                    vals / vals.std(),
-                    band=False,
-                    color=color,
-                    label=RUN_NAMES[key],
-                    min_count=2,
-                )
+            style = dict(band=False, color=color, label=RUN_NAMES[key], min_count=2)
+            for c, vals in enumerate(runs[name].scores[key, seed]):
+                plot_binned(axes[r, c], importance[name], vals / vals.std(), **style)
                 axes[r, c].lines[-1].set_linestyle(ls)
         for c, label in enumerate(_SCORES):
             axes[r, c].set_title(f"{NAMES[name]}: {label} / its std", fontsize=11.5)
@@ -189,34 +150,20 @@ def synthetic_figure(
     runs: PictureRuns,
     seed: int,
 ):
-    """Bin means of both scores over their standard deviation: the synthetic samples
-    beside IMDB."""
+    """Bin means of both scores over their sd: the synthetic samples beside IMDB."""
     drawn, conditioned = synthetic["as drawn"], synthetic["conditioned on Assumption 1"]
+    adam, pos, neg = ("adam", 0), PALETTE["positive"], PALETTE["negative"]
     series = {
-        "synthetic, as drawn": (
-            drawn[0],
-            drawn[1].scores[("adam", 0)],
-            PALETTE["positive"],
-        ),
-        "synthetic, conditioned": (
-            conditioned[0],
-            conditioned[1].scores[("adam", 0)],
-            PALETTE["negative"],
-        ),
+        "synthetic, as drawn": (drawn[0], drawn[1].scores[adam], pos),
+        "synthetic, conditioned": (conditioned[0], conditioned[1].scores[adam], neg),
         "IMDB": (importance, runs.scores[("adam", seed)], PALETTE["theory"]),
     }
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.9))
     for label, (imp, scores, color) in series.items():
         keep = np.isfinite(imp)
         for ax, vals in zip(axes, scores):
-            plot_binned(
-                ax,
-                imp[keep],
-                vals[keep] / vals[keep].std(),
-                label=label,
-                color=color,
-                min_count=2,
-            )
+            shown = vals[keep] / vals[keep].std()
+            plot_binned(ax, imp[keep], shown, label=label, color=color, min_count=2)
     for ax, name in zip(axes, _SCORES):
         ax.set_title(f"{name} / its std", fontsize=11.5)
         ax.set_xlabel(_IMPORTANCE)

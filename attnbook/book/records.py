@@ -1,20 +1,24 @@
 """Numbers into prose and the record of a run: :func:`glue` stores a value for
 ``{glue:text}`` roles; with ``ATTNBOOK_RECORD_DIR`` set each chapter writes
-``<folder>/<chapter>.json`` (glued values, checks, seeds, run time, environment, input
+``<folder>/<chapter>.json`` (glued values, checks, seeds, its :func:`environment`, input
 key, digest) after every glue, check and cell, for the build (``_ext/``) to read."""
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import json
 import math
 import os
+import platform
 import re
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
-from attnbook.book.environment import environment
+import torch
+
 from attnbook.book.record_paths import (
     INPUT_KEYS_ENV,
     RUN_ID_ENV,
@@ -22,6 +26,8 @@ from attnbook.book.record_paths import (
     record_digest,
     record_path,
 )
+from attnbook.data.reviews import data_source
+from attnbook.runtime import cpu_name
 
 _CHAPTER: dict[str, Any] = {"name": None}
 _RUN: dict[str, Any] = {}
@@ -32,8 +38,7 @@ VOLATILE: set[str] = set()  # glued names whose values differ between runs (timi
 
 
 def start_record(name: str) -> None:
-    """Start a fresh record for chapter ``name`` (its notebook's stem) and, inside
-    IPython, count its cells."""
+    """Start a fresh record for chapter ``name`` (its notebook's stem)."""
     if not isinstance(name, str) or not name:
         raise ValueError(
             "chapter name must be a non-empty string, e.g. start_chapter('01_setup', "
@@ -62,13 +67,7 @@ def start_record(name: str) -> None:
 
 def _input_key(name: str) -> dict[str, Any] | None:
     """This chapter's input key from ``ATTNBOOK_INPUT_KEYS``, None outside the build."""
-    raw = os.environ.get(INPUT_KEYS_ENV)
-    if not raw:
-        return None
-    try:
-        keys = json.loads(raw)
-    except ValueError as err:
-        raise ValueError(f"{INPUT_KEYS_ENV} is not JSON ({err})") from err
+    keys = json.loads(os.environ.get(INPUT_KEYS_ENV) or "{}")
     entry = keys.get(name) if isinstance(keys, dict) else None
     return entry if isinstance(entry, dict) else None
 
@@ -81,7 +80,6 @@ def note_seed(seed: int) -> None:
 
 
 def _shell():
-    """The IPython shell this runs in, or None."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython ships with every Jupyter kernel
@@ -144,8 +142,8 @@ GLUE_PREFIX = "application/papermill.record/"  # where MyST-NB finds a glued val
 
 
 def _display_glued(name: str, value: Any) -> None:
-    """Put ``value`` in the cell's output as MyST-NB's ``glue(name, value,
-    display=False)`` does (importing MyST-NB's glue would cost about 2.5 s)."""
+    """Put ``value`` in the cell's output as MyST-NB's glue does (without its 2.5 s
+    import)."""
     if _shell() is None:
         return
     from IPython.core.formatters import format_display_data
@@ -194,3 +192,60 @@ def _write_record() -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
     os.replace(tmp, path)  # readers never see a half-written file
+
+
+def environment() -> dict[str, Any]:
+    """Software and hardware of this process, and the review data it reads."""
+    versions = {}
+    packages = "attnbook torch numpy scipy pandas cvxpy datasets matplotlib seaborn"
+    for pkg in packages.split():
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "data_source": describe_data(source := data_source()),
+        "data": source,
+        "versions": versions,
+        "torch_threads": torch.get_num_threads(),
+        "accelerator": (
+            torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        ),
+    }
+
+
+def describe_data(source: dict[str, Any]) -> str:
+    """One line for a :func:`attnbook.data.reviews.data_source` record."""
+    head = f"{source.get('path', 'unknown')} (recipe {source.get('recipe', '?')})"
+    rows = data_table(source)[1]
+    return "; ".join(
+        [head, *(f"{n}: {s}, {r}, {a} + {b} reviews" for n, s, r, a, b in rows)]
+    )
+
+
+def data_table(source: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of a table of the data sets of a ``data_source`` record."""
+    headers = ["Data set", "Source", "Rule", "Train reviews", "Test reviews"]
+    rows = [
+        [name, str(entry.get("source")), str(entry.get("rule"))]
+        + ["?" if entry.get(s) is None else f"{entry[s]:,}" for s in ("train", "test")]
+        for name, entry in source.get("datasets", {}).items()
+    ]
+    return headers, rows
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

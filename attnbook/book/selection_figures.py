@@ -18,16 +18,17 @@ def _curves(paths: Sequence, solutions: Sequence) -> pd.DataFrame:
         keep = path.t > 0
         columns = {"seed": seed, "log t": np.log(path.t[keep])}
         columns["norm ratio"] = path.norms[keep] / np.linalg.norm(sol.p)
-        columns["1 - cos"] = 1 - path.cosines(sol.p)[keep]
-        frames.append(pd.DataFrame(columns))
+        frames.append(
+            pd.DataFrame(columns | {"1 - cos": 1 - path.cosines(sol.p)[keep]})
+        )
     return pd.concat(frames)
 
 
 def growth_and_angle(
     paths: Sequence, solutions: Sequence, log_t_max: float, late_from: float
 ):
-    """``||p(t)|| / ||p_mm||`` against ``log t`` (left) and ``1 - cos(p(t), p_mm)`` with
-    the rates ``(log t)^-2``, ``(log t)^-1.47`` from ``late_from`` (right)."""
+    """``||p(t)|| / ||p_mm||`` against ``log t`` and ``1 - cos(p(t), p_mm)`` with the
+    rates ``(log t)^-2``, ``(log t)^-1.47``."""
     curves = _curves(paths, solutions)
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8))
     lines = dict(units="seed", estimator=None, lw=0.8, alpha=0.6)
@@ -57,8 +58,8 @@ def growth_and_angle(
 
 
 def path_planes(paths: Sequence, solutions: Sequence):
-    """The paths in the plane (along ``p_mm``, distance from its axis) coloured by
-    ``log t`` (left), and normalised on the unit circle (right)."""
+    """The paths in the plane (along ``p_mm``, distance from its axis) by ``log t``,
+    and normalised on the unit circle."""
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 4), layout="constrained")
     for path, sol in zip(paths, solutions):
         unit = sol.p / np.linalg.norm(sol.p)
@@ -99,8 +100,7 @@ def regime_map(
     seed0: int,
 ):
     """The outcome of every run against ``B`` and ``r`` with the boundary ``Q = 1``
-    (left; open markers: value gap below the irrelevant spread), and the runs of
-    ``shown`` against ``Q`` with a band of half-width ``band`` (right)."""
+    (open markers: value gap below the irrelevant spread); ``shown`` against ``Q``."""
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 4.6), layout="constrained")
     ax = axes[0]
     lift = np.where(regime["main"], 1.0, 1.12)  # slices drawn just above their ratio
@@ -109,20 +109,13 @@ def regime_map(
             part = (regime["outcome"] == outcome) & (regime["hypothesis"] == hyp)
             y = regime.loc[part, "ratio_scale"] * lift[part]
             style = dict(s=22, marker=kw["marker"], facecolors=fill, linewidths=0.8)
-            label = outcome if hyp else None
-            ax.scatter(
-                regime.loc[part, "value"],
-                y,
-                edgecolors=kw["color"],
-                label=label,
-                **style,
-            )
+            style |= dict(edgecolors=kw["color"], label=outcome if hyp else None)
+            ax.scatter(regime.loc[part, "value"], y, **style)
     r_line = np.geomspace(1.6, 11, 100)
     boundary = b_c * (1 - ratio_constant / r_line)
     ax.plot(boundary, r_line, color=PALETTE["theory"], label="boundary Q = 1")
-    ax.axvline(
-        b_c, ls="--", color=PALETTE["theory"], lw=0.8, label=r"$B_c(T)$, $r\to\infty$"
-    )
+    limit = dict(ls="--", lw=0.8, label=r"$B_c(T)$, $r\to\infty$")
+    ax.axvline(b_c, color=PALETTE["theory"], **limit)
     ax.axhline(1.4, ls=":", color=PALETTE["neutral"], lw=0.8)
     ax.set(xlabel="value B of the relevant tokens", yscale="log")
     ax.set(ylabel="ratio r (moved / random part)", title="outcome of every run")

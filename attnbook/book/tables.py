@@ -5,12 +5,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 import pandas as pd
-
-
-def _is_integer(column: pd.Series) -> bool:
-    return pd.api.types.is_integer_dtype(column) and not pd.api.types.is_bool_dtype(
-        column
-    )
+from pandas.api.types import is_bool_dtype, is_float_dtype, is_integer_dtype
 
 
 def readable_table(
@@ -28,10 +23,7 @@ def readable_table(
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     names = dict(names or {})
     shown = frame.rename(columns=names)
-    if shown.index.names and any(n in names for n in shown.index.names if n):
-        shown.index = shown.index.set_names(
-            [names.get(n, n) for n in shown.index.names]
-        )
+    shown.index = shown.index.set_names([names.get(n, n) for n in shown.index.names])
     if index_name is not None:
         shown.index.name = index_name
     integers = set(integers)
@@ -40,13 +32,10 @@ def readable_table(
         raise ValueError(f"integers names columns the table does not have: {unknown}")
     formats = {}
     for col in shown.columns:
-        column = shown[col]
-        if col in integers or _is_integer(column):
+        kind = shown[col].dtype
+        if col in integers or (is_integer_dtype(kind) and not is_bool_dtype(kind)):
             formats[col] = "{:,.0f}"
-        elif pd.api.types.is_float_dtype(column):
+        elif is_float_dtype(kind):
             d = digits.get(col, 3) if isinstance(digits, Mapping) else digits
-            if isinstance(d, str):
-                formats[col] = f"{{:{d}}}"
-                continue
-            formats[col] = f"{{:.{int(d)}f}}"
+            formats[col] = f"{{:{d}}}" if isinstance(d, str) else f"{{:.{int(d)}f}}"
     return shown.style.format(formats, na_rep="–")

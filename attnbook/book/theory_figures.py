@@ -25,7 +25,7 @@ def attention_panels(
     scales: Sequence[float],
 ):
     """One panel per scale ``c``: the attention weights of ``sequence`` for ``p = c
-    E[star]``, coloured by token class; returns the figure and the weights."""
+    E[star]`` by token class; returns the figure and the weights."""
     names = np.array([CLASS_NAMES[int(c)] for c in token_class])[sequence]
     fig, axes = panel_grid(
         len(scales), one_column=True, row_height=1.5, sharex=True, layout="constrained"
@@ -46,7 +46,7 @@ def attention_panels(
 
 def one_step_scatter(main, token_class: np.ndarray, imdb_runs: dict, dim: int):
     """Value scores after one step against the lemma's prediction: synthetic (left),
-    IMDB at each initialization scale of ``imdb_runs`` (right)."""
+    IMDB per initialization scale (right)."""
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.9))
     block = pd.Series(token_class).map(CLASS_NAMES).to_numpy()
     palette = {k: PALETTE[k] for k in ("positive", "negative", "neutral")}
@@ -70,8 +70,7 @@ def one_step_scatter(main, token_class: np.ndarray, imdb_runs: dict, dim: int):
 
 
 def error_scaling(by_dim: pd.DataFrame, by_sigma: pd.DataFrame):
-    """RMS over tokens of the three errors against ``d`` (top) and ``sigma`` (bottom),
-    with their log-log fits."""
+    """RMS of the three errors against ``d`` and ``sigma``, with log-log fits."""
     fig, axes = plt.subplots(2, 1, figsize=(7, 7.5))
     for ax, frame, xcol, xlabel in (
         (axes[0], by_dim, "dim", "embedding dimension d"),
@@ -113,16 +112,15 @@ def breakdown_panels(
     small_d: pd.DataFrame, large_sigma: pd.DataFrame, large_eta: pd.DataFrame
 ):
     """Where the one-step lemma stops holding: small ``d``, large ``sigma``, large
-    step (the chapter's three sweeps)."""
+    step."""
     fig, axes = plt.subplots(2, 2, figsize=(9, 7.5))
     axes = axes.ravel()
     colours = sns.color_palette("viridis", 3)
     loglog, label_error = dict(xscale="log", yscale="log"), "relative increment error"
     for colour, (sigma, frame) in zip(colours, small_d.groupby("init_scale")):
         mean = frame.groupby("dim")[["pearson", "predicted_pearson"]].mean()
-        axes[0].scatter(
-            frame["dim"], frame["pearson"], s=14, color=colour, label=f"σ = {sigma:g}"
-        )
+        dots = dict(s=14, color=colour, label=f"σ = {sigma:g}")
+        axes[0].scatter(frame["dim"], frame["pearson"], **dots)
         axes[0].plot(mean.index, mean["predicted_pearson"], color=colour)
     axes[0].axhline(0.99, color="grey", ls=":")
     axes[0].set(xscale="log", xlabel="d", ylabel="Pearson r", title="small d")
@@ -132,17 +130,16 @@ def breakdown_panels(
         axes[1].scatter(x, y, s=14, color=colour, label=f"d = {dim}")
     xs = np.logspace(-3, 0.5, 20)
     axes[1].plot(xs, xs, color=PALETTE["theory"], ls="--", label="σ/√d")
-    title = "large initialization"
-    axes[1].set(xlabel="σ/√d", ylabel=label_error, title=title, **loglog)
+    large = dict(xlabel="σ/√d", ylabel=label_error, title="large initialization")
+    axes[1].set(**large, **loglog)
     axes[1].legend(loc="upper left")
     mean_eta = large_eta.groupby("eta")[["pearson", "relative_increment_error"]].mean()
     for ax, column, marker, colour, label, extra in (
         (axes[2], "pearson", "o", "#264653", "Pearson r", dict(xscale="log")),
         (axes[3], "relative_increment_error", "s", "#e76f51", label_error, loglog),
     ):
-        ax.plot(
-            mean_eta.index, mean_eta[column], marker=marker, color=colour, label=label
-        )
+        line = dict(marker=marker, color=colour, label=label)
+        ax.plot(mean_eta.index, mean_eta[column], **line)
         if ax is axes[2]:
             ax.axhline(0.99, color="grey", ls=":", label="0.99")
         ax.set(xlabel="step size η", title="large step", **extra)

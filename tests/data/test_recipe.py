@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnbook.book.environment import data_table, describe_data
+from attnbook.book.records import data_table, describe_data
 from attnbook.data.corpus import prepare_reviews
 from attnbook.data.reviews import (
     DATA_DIR_ENV,

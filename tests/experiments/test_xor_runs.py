@@ -1,5 +1,5 @@
 """The XOR section's models and readings (attnbook.experiments.xor_runs) and the
-figures of the extension sections (attnbook.book.extension_figures)."""
+figures of the extension sections (attnbook.book.controls)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnbook.book.controls import Run
-from attnbook.book.extension_figures import small_dim_figure, xor_figure
+from attnbook.book.controls import Run, small_dim_figure, xor_figure
 from attnbook.data.xor import XorSpec, sample_xor
 from attnbook.experiments import xor_runs
 
