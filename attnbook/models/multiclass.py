@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from attnbook.engine.counts import token_counts_over
-from attnbook.models.count_engine import count_heads_output
+from attnbook.models.attention import count_heads_output
 from attnbook.validation import (
     ArgumentTypeError,
     check_count,

@@ -10,7 +10,7 @@ import torch
 
 from attnbook.engine.counts import TokenCounts, check_counts
 from attnbook.engine.fused import torch_optimizer
-from attnbook.models.count_engine import count_heads_output
+from attnbook.models.attention import count_heads_output
 from attnbook.models.losses import logistic_loss
 from attnbook.validation import (
     ArgumentTypeError,

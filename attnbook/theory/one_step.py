@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import numpy as np
 import torch
 
 from attnbook.engine.counts import TokenCounts, as_token_counts, token_counts_over
-from attnbook.models.count_engine import count_heads_output, row_terms
+from attnbook.engine.segments import RowTerms
+from attnbook.models.attention import count_heads_output
 from attnbook.models.losses import logistic_loss
 from attnbook.models.multiclass import as_class_labels, cross_entropy_loss
 from attnbook.validation import (
@@ -16,6 +16,7 @@ from attnbook.validation import (
     as_signed_labels,
     check_count,
     check_finite,
+    check_finite_scores,
     check_float_tensor,
     check_head_matrix,
     check_parameters,
@@ -32,16 +33,13 @@ __all__ = [
 
 
 def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor, ...]:
-    if not isinstance(params, Mapping):
-        raise ArgumentTypeError(
-            "params must be a mapping with keys 'E', 'p' and " + repr(head)
-        )
-    missing = {"E", "p", head} - set(params)
-    if missing:
-        raise ValueError(f"params lacks {sorted(missing)}")
-    for name in ("E", "p", head):
-        check_float_tensor(params[name], name)
-    return params["E"].detach(), params["p"].detach(), params[head].detach()
+    if not isinstance(params, Mapping) or {"E", "p", head} - set(params):
+        raise ArgumentTypeError(f"params must be a mapping with 'E', 'p', {head!r}")
+    E, p, W = params["E"], params["p"], params[head]
+    if head == "W":
+        check_head_matrix(W, E)
+    check_parameters(E, p, W if head == "v" else W[:, 0])
+    return E.detach(), p.detach(), W.detach()
 
 
 def _binary_data(
@@ -70,7 +68,9 @@ def _coefficients(
     counts: TokenCounts,
     y: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    terms = row_terms(E, p, v[:, None], counts, check_input=False)
+    scores = E @ torch.stack((p, v), dim=1)
+    check_finite_scores(scores, E=E, p=p, v=v)
+    terms = RowTerms(scores[:, 0], scores[:, 1:], counts)
     rows, tok, pi = terms.rows, terms.tokens, terms.pi
     b_tok = terms.B[tok, 0]
     f = torch.zeros_like(terms.gap[:, 0]).index_add(0, rows, pi * b_tok)
@@ -97,7 +97,6 @@ def one_gradient_step(
     E, p, v = _params(params, "v")
     if method not in ("closed_form", "autograd"):
         raise ValueError(f"method must be 'closed_form' or 'autograd', got {method!r}")
-    check_parameters(E, p, v)
     counts, y = _binary_data(E, counts, labels)
     if method == "closed_form":
         c_v, c_p = _coefficients(E, p, v, counts, y)
@@ -114,8 +113,6 @@ def one_gradient_step_multiclass(
     """``E - eta grad_E L`` for the K-class model (head ``params["W"]`` ``(d, K)``)."""
     eta = check_positive_real(eta, "step size eta")
     E, p, W = _params(params, "W")
-    check_head_matrix(W, E)
-    check_parameters(E, p, W[:, 0])
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
     y = as_class_labels(labels, W.shape[1], counts.n_sequences).to(E.device)
     E_var = E.clone().requires_grad_(True)
@@ -148,34 +145,12 @@ def predicted_class_alignment(
     """The prediction ``(V, K)`` of ``E_s . v_k`` after one step: ``eta gamma W^T W``,
     or without ``cross_terms`` ``eta gamma_sk ||v_k||^2``."""
     eta = check_positive_real(eta, "step size eta")
-    gamma, W = _as_tensor(gamma, "gamma"), _as_tensor(W, "W")
+    gamma, W = check_float_tensor(gamma, "gamma"), check_float_tensor(W, "W")
     if gamma.ndim != 2 or W.ndim != 2 or gamma.shape[1] != W.shape[1]:
         raise ValueError("gamma must be (V, K) and W must be (d, K) with the same K")
+    check_finite(gamma=gamma, W=W)
     gamma = gamma.to(W.dtype).to(W.device)
     gram = W.T @ W
     if not cross_terms:
         gram = torch.diag(torch.diagonal(gram))
     return eta * gamma @ gram
-
-
-def _as_tensor(x: object, name: str) -> torch.Tensor:
-    """``x`` as a dense, non-empty, finite float32/float64 tensor."""
-    if isinstance(x, torch.Tensor):
-        t = x.detach()
-        if t.layout != torch.strided:
-            raise ArgumentTypeError(f"{name} must be a dense tensor")
-    else:
-        try:
-            t = torch.as_tensor(np.asarray(x, dtype=np.float64))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{name} must be numeric") from err
-    if t.dtype.is_complex or t.dtype == torch.bool:
-        raise ArgumentTypeError(f"{name} must be real, got dtype {t.dtype}")
-    if not t.dtype.is_floating_point:
-        t = t.to(torch.float64)
-    if t.dtype not in (torch.float32, torch.float64):
-        raise ArgumentTypeError(f"{name} has dtype {t.dtype}; use float32 or float64")
-    if t.numel() == 0:
-        raise ValueError(f"{name} is empty")
-    check_finite(**{name: t})
-    return t

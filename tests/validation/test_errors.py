@@ -30,7 +30,6 @@ from attnbook.models.attention import (
     attention_output,
     attention_weights,
     dense_attention_output,
-    token_attention,
 )
 from attnbook.models.losses import logistic_loss
 from attnbook.models.multiclass import as_class_labels, multiclass_output
@@ -75,7 +74,6 @@ CASES = {
         "share one dtype",
     ),
     "weights: bad E": (lambda: attention_weights(E[0], p, [0]), r"shape \(V, d\)"),
-    "token mass: bad p": (lambda: token_attention(E, p[:1], SEQS), "p must have shape"),
     # sequences
     "sequences an array": (
         lambda: attention_output(E, p, v, np.array([[0, 1]])),

@@ -49,11 +49,9 @@ from attnbook.experiments.importance import (
 from attnbook.models.attention import (
     attention_output,
     attention_weights,
-    count_attention_output,
+    count_heads_output,
     dense_attention_output,
-    token_attention,
 )
-from attnbook.models.count_engine import count_heads_output, row_terms
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.mlp_head import (
     dense_mlp_attention_output,
@@ -319,11 +317,6 @@ MODEL_ENTRY_POINTS = {
         ("E", "p", "v", "data"),
         True,
     ),
-    "count_attention_output": (
-        lambda c, a: count_attention_output(a["E"], a["p"], a["v"], c.data),
-        ("E", "p", "v", "data"),
-        False,
-    ),
     "dense_attention_output": (
         lambda c, a: dense_attention_output(a["E"], a["p"], a["v"], c.data),
         ("E", "p", "v", "data"),
@@ -337,16 +330,6 @@ MODEL_ENTRY_POINTS = {
     "multiclass_output": (
         lambda c, a: multiclass_output(a["E"], a["p"], a["W"], c.data),
         ("E", "p", "W", "data"),
-        True,
-    ),
-    "row_terms": (
-        lambda c, a: row_terms(a["E"], a["p"], a["W"], c.data).f,
-        ("E", "p", "W", "data"),
-        False,
-    ),
-    "token_attention": (
-        lambda c, a: token_attention(a["E"], a["p"], c.data),
-        ("E", "p", "data"),
         True,
     ),
     "attention_weights": (

@@ -22,7 +22,6 @@ from attnbook.engine.counts import TokenCounts, as_token_counts
 from attnbook.models import losses
 from attnbook.models.attention import (
     attention_output,
-    count_attention_output,
     dense_attention_output,
 )
 from attnbook.models.parameters import init_parameters
@@ -234,16 +233,6 @@ def test_attention_output_checks_each_argument_once():
         check_float_tensor=3,  # within it
         check_sequences=1,  # the sequences
         _as_int_array=len(SEQS),
-    )
-
-
-def test_count_attention_output_checks_each_argument_once():
-    calls = _checks_run(lambda: count_attention_output(E, p, v, COUNTS))
-    assert calls == Counter(
-        check_parameters=1,
-        check_float_tensor=3,
-        check_instance=1,  # counts is a TokenCounts
-        check_vocabulary=1,  # over E's vocabulary
     )
 
 
