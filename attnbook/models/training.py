@@ -16,7 +16,7 @@ from attnbook.validation import (
     ArgumentTypeError,
     as_signed_labels,
     check_count,
-    check_parameters,
+    check_parameter_dict,
     check_positive_real,
 )
 
@@ -32,10 +32,11 @@ __all__ = [
 def binary_loss_closure(
     params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
 ) -> Callable[[], torch.Tensor]:
-    """Closure returning the full-batch logistic loss of the one-layer model
-    ``params`` (``E``, ``p``, ``v``) on ``counts`` with -1/+1 ``labels``, all checked
-    once, here; it reads ``params`` afresh at every call."""
-    E, p, v = _one_layer_parameters(params)
+    """Closure returning the full-batch logistic loss of the one-layer model ``params``
+    (``E``, ``p``, ``v``) on ``counts`` with -1/+1 ``labels``, all checked once, here;
+    it reads ``params`` afresh at every call."""
+    check_parameter_dict(params, lambda d: {"p": (d,), "v": (d,)}, "one-layer")
+    E = params["E"]
     counts = check_counts(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
 
@@ -45,21 +46,6 @@ def binary_loss_closure(
         return logistic_loss(f, y, check_input=False)
 
     return loss
-
-
-def _one_layer_parameters(
-    params: Mapping[str, torch.Tensor],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    if not isinstance(params, Mapping):
-        raise ArgumentTypeError(
-            f"params must be a mapping with keys 'E', 'p', 'v', got "
-            f"{type(params).__name__}"
-        )
-    missing = sorted({"E", "p", "v"} - set(params))
-    if missing:
-        raise ValueError(f"params lacks {missing}")
-    check_parameters(params["E"], params["p"], params["v"])
-    return params["E"], params["p"], params["v"]
 
 
 @dataclass

@@ -183,14 +183,14 @@ def test_gradient_memory_is_reused_only_when_free():
     )[0]
     assert torch.allclose(h1, expected(1.0), atol=1e-12, rtol=0)
     assert torch.allclose(h2, expected(3.0), atol=1e-12, rtol=0)
-    if memory.REUSES_MEMORY:  # dropped gradients hand their memory to the next step
-        del g1, h1, h2
-        E.grad = None
-        backward(1.0)
-        ptr = E.grad.data_ptr()
-        E.grad = None
-        backward(1.0)
-        assert E.grad.data_ptr() == ptr
+    # dropped gradients hand their memory to the next step
+    del g1, h1, h2
+    E.grad = None
+    backward(1.0)
+    ptr = E.grad.data_ptr()
+    E.grad = None
+    backward(1.0)
+    assert E.grad.data_ptr() == ptr
 
 
 def test_gradient_memory_is_reused_only_when_nothing_holds_it():

@@ -239,7 +239,7 @@ def test_attention_output_checks_each_argument_once():
 def test_a_training_closure_checks_once_when_built_and_never_per_step():
     params = init_parameters(6, 3, generator=torch.Generator().manual_seed(0))
     built = _checks_run(lambda: binary_loss_closure(params, COUNTS, Y))
-    assert built["check_parameters"] == 1 and built["as_signed_labels"] == 1
+    assert built["check_parameter_dict"] == 1 and built["as_signed_labels"] == 1
     loss = binary_loss_closure(params, COUNTS, Y)
     assert _checks_run(lambda: loss().backward()) == Counter()
 
