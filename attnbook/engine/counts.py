@@ -16,7 +16,6 @@ from attnbook.validation import (
     check_instance,
     check_sequences,
     check_vocabulary,
-    validate_sequences,
 )
 
 __all__ = [
@@ -106,7 +105,8 @@ class TokenCounts:
     @classmethod
     def from_sequences(cls, sequences: object, vocab_size: int) -> "TokenCounts":
         """Count the tokens of each sequence (checked)."""
-        return cls._from_arrays(validate_sequences(sequences, vocab_size), vocab_size)
+        vocab_size = check_count(vocab_size, "vocab_size")
+        return cls._from_arrays(check_sequences(sequences, vocab_size), vocab_size)
 
     @classmethod
     def _from_arrays(cls, arrays: list[np.ndarray], vocab_size: int) -> "TokenCounts":

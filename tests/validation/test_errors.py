@@ -37,7 +37,7 @@ from attnbook.models.parameters import init_parameters
 from attnbook.models.training import fit
 from attnbook.runtime import seed_everything
 from attnbook.theory.frequency import average_signed_frequency
-from attnbook.validation import as_signed_labels, check_parameters, validate_sequences
+from attnbook.validation import as_signed_labels, check_parameters
 
 F64 = torch.float64
 E = torch.zeros(5, 3, dtype=F64)
@@ -101,11 +101,11 @@ CASES = {
         "token ids must be integers",
     ),
     "2-D sequence": (
-        lambda: validate_sequences([np.zeros((2, 2), dtype=int)], 5),
+        lambda: TokenCounts.from_sequences([np.zeros((2, 2), dtype=int)], 5),
         "must be 1-D",
     ),
     "vocab size zero": (
-        lambda: validate_sequences(SEQS, 0),
+        lambda: TokenCounts.from_sequences(SEQS, 0),
         "vocab_size must be positive",
     ),
     "counts for another vocabulary": (
