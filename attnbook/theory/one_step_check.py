@@ -1,4 +1,4 @@
-"""The one-step lemma's initialization, and the Pearson correlation its noise model
+"""The one-step lemma's initialization and the Pearson correlation its noise model
 predicts."""
 
 from __future__ import annotations
@@ -8,7 +8,12 @@ import math
 import numpy as np
 import torch
 
-from attnbook.validation import check_count, check_finite_real, check_float_dtype
+from attnbook.validation import (
+    check_count,
+    check_finite_real,
+    check_float_dtype,
+    check_positive_real,
+)
 
 __all__ = [
     "init_one_step",
@@ -31,13 +36,10 @@ def init_one_step(
 ) -> dict[str, torch.Tensor]:
     """``E``, ``p`` and ``v`` (or ``W`` (d, K) for ``n_classes = K``) with stds
     ``init_scale``, ``cls_scale`` and ``head_scale`` over ``sqrt(d)``, no gradients."""
-    scales = dict(init_scale=init_scale, head_scale=head_scale, cls_scale=cls_scale)
-    for name, value in scales.items():
-        check_finite_real(value, name)
-    if not init_scale > 0 or not head_scale > 0 or not cls_scale >= 0:
-        raise ValueError(
-            "init_scale and head_scale must be positive, cls_scale non-negative"
-        )
+    check_positive_real(init_scale, "init_scale")
+    check_positive_real(head_scale, "head_scale")
+    if check_finite_real(cls_scale, "cls_scale") < 0:
+        raise ValueError(f"cls_scale must be non-negative, got {cls_scale}")
     V, d = check_count(vocab_size, "vocab_size"), check_count(dim, "dim")
     check_float_dtype(dtype)
     head = ("v", (d,), head_scale)
