@@ -216,39 +216,25 @@ def check_parameter_dict(
 
 
 # ------------------------------------------------------------- token sequences
-def check_vocabulary(
-    built_for: int, vocab_size: int, name: str = "counts", *, plural: bool = False
-) -> None:
+def check_vocabulary(built_for: int, vocab_size: int, name: str = "counts") -> None:
     """Raise unless ``name``, built for ``built_for`` tokens, fits ``E``'s rows."""
     if built_for != vocab_size:
         raise ValueError(
-            f"{name} {'were' if plural else 'was'} built for a vocabulary of "
-            f"{built_for} tokens, but E has {vocab_size} rows"
+            f"{name} was built for a vocabulary of {built_for} tokens, but E has "
+            f"{vocab_size} rows"
         )
 
 
 def _as_int_array(seq: object, index: int) -> np.ndarray:
     """One sequence as a 1-D int64 array."""
-    if isinstance(seq, torch.Tensor):
-        if (
-            seq.dtype.is_floating_point
-            or seq.dtype.is_complex
-            or seq.dtype == torch.bool
-        ):
-            raise ValueError(
-                f"sequence {index} has dtype {seq.dtype}; token ids must be integers"
-            )
-        arr = seq.detach().cpu().numpy()
-    else:
-        arr = np.asarray(seq)
-        if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
-            if arr.size == 0 and arr.ndim == 1:
-                arr = arr.astype(np.int64)
-            else:
-                raise ValueError(
-                    f"sequence {index} has dtype {arr.dtype}; token ids must be "
-                    "integers"
-                )
+    tensor = isinstance(seq, torch.Tensor)
+    arr = seq.detach().cpu().numpy() if tensor else np.asarray(seq)
+    if arr.size == 0 and arr.ndim == 1 and not tensor:
+        arr = arr.astype(np.int64)  # an empty list
+    if arr.dtype.kind not in "iu":
+        raise ValueError(
+            f"sequence {index} has dtype {arr.dtype}; token ids must be integers"
+        )
     if arr.ndim != 1:
         raise ValueError(f"sequence {index} must be 1-D, got shape {tuple(arr.shape)}")
     return arr.astype(np.int64, copy=False)

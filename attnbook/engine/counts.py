@@ -248,8 +248,6 @@ class TokenCounts:
 
     def to(self, device: torch.device | str) -> "TokenCounts":
         """The same counts on ``device`` (``self`` when already there)."""
-        if isinstance(device, torch.device) and device == self.device:
-            return self
         try:
             target = torch.device(device)
         except (RuntimeError, TypeError) as err:

@@ -96,18 +96,14 @@ def fit(
     evaluate: Callable[[], Mapping[str, float]] | None = None,
     eval_every: int = 10,
 ) -> History:
-    """Minimise ``loss_fn()`` over ``params[trainable]`` with full-batch steps.
-
-    ``optimizer`` is ``"gd"`` (plain gradient descent) or ``"adam"``. ``evaluate`` is
-    called (without gradients) at step 0, every ``eval_every`` steps and at the end.
-    Parameters are updated in place.
-    """
+    """Minimise ``loss_fn()`` over ``params[trainable]`` (in place) by full-batch
+    ``"gd"`` or ``"adam"`` steps; ``evaluate()`` (no gradients) at step 0, every
+    ``eval_every`` steps and at the end."""
     steps = check_count(steps, "steps", minimum=0)
     eval_every = check_count(eval_every, "eval_every")
     check_positive_real(lr, "lr")
-    for name, fn in (("loss_fn", loss_fn), ("evaluate", evaluate)):
-        if not callable(fn) and not (fn is None and name != "loss_fn"):
-            raise ArgumentTypeError(f"{name} must be callable, got {type(fn).__name__}")
+    if not callable(loss_fn) or not (evaluate is None or callable(evaluate)):
+        raise ArgumentTypeError("loss_fn (and evaluate, where given) must be callable")
     if not isinstance(params, Mapping) or not params:
         raise ArgumentTypeError(
             "params must be a non-empty mapping of names to tensors"
@@ -125,11 +121,8 @@ def fit(
             f"{trainable!r}"
         )
     names = tuple(params) if trainable is None else tuple(trainable)
-    unknown = set(names) - set(params)
-    if unknown:
-        raise ValueError(f"unknown trainable parameters {sorted(unknown)}")
-    if not names:
-        raise ValueError("trainable names no parameter: nothing to train")
+    if not names or set(names) - set(params):
+        raise ValueError(f"unknown trainable parameters {names!r} of {sorted(params)}")
     for name, t in params.items():
         if not isinstance(t, torch.Tensor) or not t.is_leaf:
             raise ArgumentTypeError(f"params[{name!r}] must be a leaf torch tensor")

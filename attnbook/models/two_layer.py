@@ -132,7 +132,7 @@ def two_layer_output(
     E, W1 = params["E"], params["W1"]
     if isinstance(sequences, PairBlocks):
         blocks = sequences
-        check_vocabulary(blocks.vocab_size, E.shape[0], "blocks", plural=True)
+        check_vocabulary(blocks.vocab_size, E.shape[0], "PairBlocks")
     else:
         blocks = pair_blocks(token_counts_over(sequences, E.shape[0]))
     blocks = blocks.to(E.device)

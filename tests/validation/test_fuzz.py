@@ -77,9 +77,10 @@ from attnbook.theory.one_step import (
     one_gradient_step,
     one_gradient_step_multiclass,
     one_step_coefficients,
+    pearson,
     predicted_class_alignment,
+    predicted_pearson,
 )
-from attnbook.theory.one_step_check import pearson, predicted_pearson
 from benchmarks.cli import main as bench_main
 
 FUZZ = settings(

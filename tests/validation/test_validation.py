@@ -176,9 +176,9 @@ def test_losses_keep_no_cache_of_checked_labels():
         ),
         (lambda: check_vocabulary(8, 5), ValueError, "counts was built for a voc"),
         (
-            lambda: check_vocabulary(8, 5, "blocks", plural=True),
+            lambda: check_vocabulary(8, 5, "PairBlocks"),
             ValueError,
-            "blocks were built for a vocabulary of 8 tokens, but E has 5 rows",
+            "PairBlocks was built for a vocabulary of 8 tokens, but E has 5 rows",
         ),
         (
             lambda: TokenCounts.from_sequences(np.ones((2, 2), int), 5),
