@@ -92,13 +92,8 @@ class TokenCounts:
     ) -> "TokenCounts":
         """From parts that hold the invariants by construction (not checked again)."""
         obj = object.__new__(cls)
-        for name, value in (
-            ("indptr", indptr),
-            ("token_ids", token_ids),
-            ("counts", counts),
-            ("vocab_size", vocab_size),
-            ("_cache", {}),
-        ):
+        parts = dict(indptr=indptr, token_ids=token_ids, counts=counts)
+        for name, value in {**parts, "vocab_size": vocab_size, "_cache": {}}.items():
             object.__setattr__(obj, name, value)
         return obj
 
@@ -110,9 +105,7 @@ class TokenCounts:
 
     @classmethod
     def _from_arrays(cls, arrays: list[np.ndarray], vocab_size: int) -> "TokenCounts":
-        lengths = np.fromiter(
-            (a.size for a in arrays), dtype=np.int64, count=len(arrays)
-        )
+        lengths = np.fromiter((a.size for a in arrays), np.int64, count=len(arrays))
         flat = np.concatenate(arrays)
         rows = np.repeat(np.arange(len(arrays), dtype=np.int64), lengths)
         return cls._from_valid_pairs(rows, flat, len(arrays), int(vocab_size))

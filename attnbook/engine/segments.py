@@ -79,10 +79,9 @@ CANCELLATION_LIMIT = 512.0
 
 
 class RowTerms:
-    """Attention relative to each row's top-scoring token ``r_i`` (scores ``a``,
-    ``(V,)``, and ``B``, ``(V, K)``): mass ``pi`` and ``db = B_s - B_{r_i}`` per stored
-    entry, ``gap = f_i - B_{r_i}`` and the outputs ``f`` per row. Full relative
-    precision once attention is one-hot, where ``B_s - f_i`` would be rounding error."""
+    """Attention relative to each row's top-scoring token ``r_i`` (scores ``a`` (V,),
+    ``B`` (V, K)): ``pi`` and ``db = B_s - B_{r_i}`` per stored entry, ``gap = f_i -
+    B_{r_i}`` and ``f`` per row; exact where attention is one-hot."""
 
     def __init__(self, a: torch.Tensor, B: torch.Tensor, counts: TokenCounts):
         tok, rows, n = counts.token_ids, counts.row_ids, counts.n_sequences

@@ -20,13 +20,7 @@ from attnbook.validation import (
     check_positive_real,
 )
 
-__all__ = [
-    "OPTIMIZERS",
-    "training_step",
-    "binary_loss_closure",
-    "History",
-    "fit",
-]
+__all__ = ["OPTIMIZERS", "training_step", "binary_loss_closure", "History", "fit"]
 
 
 def binary_loss_closure(
@@ -50,8 +44,7 @@ def binary_loss_closure(
 
 @dataclass
 class History:
-    """What :func:`fit` recorded: training loss at every step, metrics at evaluation
-    steps."""
+    """What :func:`fit` recorded: the loss of every step, metrics at evaluations."""
 
     loss: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)

@@ -47,8 +47,7 @@ ROUNDING_FLOOR = 8 * 2.0**-53
 
 
 class FlowProblem:
-    """The frozen data of the flow, float64 on ``E``'s device: ``E`` (V, d), ``v``
-    (d,), the corpus and the +-1 labels."""
+    """The flow's frozen ``E`` (V, d), ``v`` (d,), corpus and +-1 labels (float64)."""
 
     def __init__(
         self, E: torch.Tensor, v: torch.Tensor, sequences: object, labels: object
@@ -129,15 +128,6 @@ class FlowPath:
         q = np.asarray(q.detach().cpu() if isinstance(q, torch.Tensor) else q, float)
         norms = self.norms * np.linalg.norm(q)
         return np.divide(self.p @ q, norms, out=np.zeros(len(self.p)), where=norms > 0)
-
-
-def default_t0(problem: FlowProblem, dtau: float) -> float:
-    """``t0`` with a first step ``dtau t0 <= 1 / (B^2 R^2 + 3 B R^2)``, one over a bound
-    on the Hessian of ``L`` (``B = max |b_s|``, ``R = max ||E_s||``)."""
-    B = float(problem.b.abs().max())
-    R = float(problem.E.norm(dim=1).max())
-    smooth = B * B * R * R + 3 * B * R * R
-    return 1.0 / (max(smooth, 1e-12) * dtau)
 
 
 class FlowBatch:
@@ -222,11 +212,6 @@ class FlowBatch:
         return (terms * self.row_mask).sum(1), (floor * self.row_mask).sum(1)
 
 
-def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a`` where the problem's ``cond`` (B,) holds, else ``b``."""
-    return torch.where(cond.view(-1, *([1] * (a.ndim - 1))), a, b)
-
-
 def _as_list(x, B: int, name: str) -> list:
     if x is None:
         return [None] * B
@@ -289,7 +274,13 @@ def batched_gradient_flow(
         p0s.append(p0.detach().to(device=pr.device, dtype=F64))
     device = torch.device(device) if device is not None else built[0].device
     batch = FlowBatch(built, p0s, selected, directions, device)
-    t0s = [default_t0(pr, dtau) if t is None else t for pr, t in zip(built, t0s)]
+    # by default a first step dtau t0 <= 1 / (B^2 R^2 + 3 B R^2), one over a bound on
+    # the Hessian of L (B = max |b_s|, R = max ||E_s||)
+    bounds = [(float(pr.b.abs().max()), float(pr.E.norm(dim=1).max())) for pr in built]
+    t0s = [
+        1.0 / (max(b * b * r * r + 3 * b * r * r, 1e-12) * dtau) if t is None else t
+        for (b, r), t in zip(bounds, t0s)
+    ]
     for t in t0s:
         check_positive_real(t, "t0")
     t0 = torch.tensor(t0s, dtype=F64, device=device)
@@ -338,7 +329,8 @@ def batched_gradient_flow(
             t = torch.where(accept, t + h, t)
             steps += accept
             if bool(accept.any()):
-                st = {key: _where(accept, new[key], old) for key, old in st.items()}
+                keep = {1: accept, 2: accept[:, None], 3: accept[:, None, None]}
+                st = {k: torch.where(keep[x.ndim], new[k], x) for k, x in st.items()}
         grow = accept & (streak >= grow_after) & (step < dtau)
         step = torch.where(grow, torch.clamp(2.0 * step, max=dtau), step)
         streak = torch.where(grow, 0, streak)

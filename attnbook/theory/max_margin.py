@@ -194,8 +194,7 @@ def _refine(
     solver's."""
 
     def margin_tolerance(q: np.ndarray) -> np.ndarray:
-        # D_k . q is a sum of d products: its rounding error is below d eps sum_j |D_kj
-        # q_j|, which 1e-9 * (1 + that sum) covers for any d up to 1e6
+        # the rounding of D_k . q (< d eps sum_j |D_kj q_j|), for any d up to 1e6
         return 1e-9 * (1.0 + np.abs(D) @ np.abs(q))
 
     active = set(np.flatnonzero(D @ p <= 1 + 1e-5).tolist())

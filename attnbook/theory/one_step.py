@@ -50,13 +50,10 @@ def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor
     return E.detach(), p.detach(), W.detach()
 
 
-def _binary_data(
-    E: torch.Tensor, counts: object, labels: object
-) -> tuple[TokenCounts, torch.Tensor]:
-    """The counts (on ``E``'s device) and the -1/+1 labels in ``E``'s dtype."""
+def _binary_data(E: torch.Tensor, counts: object, labels: object) -> tuple:
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
-    return counts, y
+    return counts, y  # on E's device, labels +-1 in E's dtype
 
 
 def one_step_coefficients(

@@ -304,13 +304,6 @@ def _params(c: Case, a: dict, head: str = "v") -> dict[str, object]:
     return {"E": a["E"], "p": a["p"], head: a[head]}
 
 
-# the closed-form predictions take any real array: these replacements are valid there
-LOOSE = {
-    f"{slot}: {name}"
-    for slot in ("p", "v", "W")
-    for name in ("numpy", "integer", "other float dtype", "list", "transposed strides")
-}
-
 MODEL_ENTRY_POINTS = {
     # name: (call(c, a), slots, accepts lists of sequences[, replacements valid here])
     "attention_output": (
@@ -412,7 +405,7 @@ MODEL_ENTRY_POINTS = {
         ),
         ("W", "classes"),
         True,
-        LOOSE | {"W: d + 1"},
+        {"W: other float dtype", "W: transposed strides", "W: d + 1"},
     ),
 }
 
