@@ -30,7 +30,6 @@ __all__ = [
     "check_parameter_dict",
     "check_vocabulary",
     "check_sequences",
-    "validate_sequences",
     "as_signed_labels",
     "check_outputs_and_labels",
 ]
@@ -70,8 +69,7 @@ def check_count(value: object, name: str, minimum: int = 1) -> int:
 def check_positive_real(
     value: object, name: str, what: str = "a positive finite number"
 ) -> float:
-    """``value`` as a ``float`` if it is a positive finite real (not a bool); else a
-    ``ValueError`` saying ``name`` must be ``what``."""
+    """``value`` as a ``float`` if it is a positive finite real (not a bool)."""
     if (
         isinstance(value, (bool, np.bool_))
         or not isinstance(value, numbers.Real)
@@ -139,8 +137,7 @@ def check_finite(**tensors: torch.Tensor) -> None:
 
 def check_finite_scores(scores: torch.Tensor, **inputs: torch.Tensor) -> None:
     """Raise ``ValueError`` when ``scores`` computed from ``inputs`` hold NaN or inf,
-    naming the input at fault or saying they overflow (the scores ``E @ p`` touch every
-    entry of ``E``: checking them spares a pass over ``E``)."""
+    naming the input at fault or the overflow (spares a pass over ``E``)."""
     if bool(torch.isfinite(scores).all()):
         return
     check_finite(**inputs)
@@ -176,8 +173,7 @@ def check_parameters(E: object, p: object, v: object) -> None:
 
 
 def check_head_matrix(W: object, E: torch.Tensor) -> None:
-    """Raise unless ``W`` is a ``(d, K)`` float tensor, ``K >= 1``, with ``E``'s ``d``
-    (dtype and device: :func:`check_parameters` with ``W[:, 0]``)."""
+    """Raise unless ``W`` is a float ``(d, K)`` tensor, ``K >= 1``, of ``E``'s ``d``."""
     W = check_float_tensor(W, "W")
     if W.ndim != 2 or W.shape[1] == 0:
         raise ValueError(f"W must be a (d, K) tensor with K >= 1, got {tuple(W.shape)}")
@@ -192,9 +188,8 @@ def check_parameter_dict(
     shapes: Callable[[int], dict[str, tuple[int, ...]]],
     model: str,
 ) -> None:
-    """Raise unless ``params`` holds a float ``E`` (V, d) and, for every ``name, shape``
-    of ``shapes(d)``, a tensor of that shape, dtype and device (``model`` names the
-    model in the messages)."""
+    """Raise unless ``params`` holds a float ``E`` (V, d) and a tensor of ``E``'s dtype
+    and device for every ``name: shape`` of ``shapes(d)``."""
     if not isinstance(params, Mapping):
         raise ArgumentTypeError(
             f"{model} parameters must be a mapping of names to tensors, got "
@@ -221,49 +216,33 @@ def check_parameter_dict(
 
 
 # ------------------------------------------------------------- token sequences
-def check_vocabulary(
-    built_for: int, vocab_size: int, name: str = "counts", *, plural: bool = False
-) -> None:
-    """Raise unless a structure ``name`` built for ``built_for`` tokens matches the
-    ``vocab_size`` rows of ``E``."""
+def check_vocabulary(built_for: int, vocab_size: int, name: str = "counts") -> None:
+    """Raise unless ``name``, built for ``built_for`` tokens, fits ``E``'s rows."""
     if built_for != vocab_size:
         raise ValueError(
-            f"{name} {'were' if plural else 'was'} built for a vocabulary of "
-            f"{built_for} tokens, but E has {vocab_size} rows"
+            f"{name} was built for a vocabulary of {built_for} tokens, but E has "
+            f"{vocab_size} rows"
         )
 
 
 def _as_int_array(seq: object, index: int) -> np.ndarray:
     """One sequence as a 1-D int64 array."""
-    if isinstance(seq, torch.Tensor):
-        if (
-            seq.dtype.is_floating_point
-            or seq.dtype.is_complex
-            or seq.dtype == torch.bool
-        ):
-            raise ValueError(
-                f"sequence {index} has dtype {seq.dtype}; token ids must be integers"
-            )
-        arr = seq.detach().cpu().numpy()
-    else:
-        arr = np.asarray(seq)
-        if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer):
-            if arr.size == 0 and arr.ndim == 1:
-                arr = arr.astype(np.int64)
-            else:
-                raise ValueError(
-                    f"sequence {index} has dtype {arr.dtype}; token ids must be "
-                    "integers"
-                )
+    tensor = isinstance(seq, torch.Tensor)
+    arr = seq.detach().cpu().numpy() if tensor else np.asarray(seq)
+    if arr.size == 0 and arr.ndim == 1 and not tensor:
+        arr = arr.astype(np.int64)  # an empty list
+    if arr.dtype.kind not in "iu":
+        raise ValueError(
+            f"sequence {index} has dtype {arr.dtype}; token ids must be integers"
+        )
     if arr.ndim != 1:
         raise ValueError(f"sequence {index} must be 1-D, got shape {tuple(arr.shape)}")
     return arr.astype(np.int64, copy=False)
 
 
 def check_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
-    """The sequences as int64 arrays, after checking they are a non-empty list of
-    non-empty 1-D integer sequences with ids in ``[0, vocab_size)`` (a positive
-    ``int``, such as the rows of a checked ``E``)."""
+    """The sequences as int64 arrays, checked: a non-empty list of non-empty 1-D integer
+    sequences with ids in ``[0, vocab_size)`` (``vocab_size`` a checked ``int``)."""
     if isinstance(sequences, (np.ndarray, torch.Tensor)) or not isinstance(
         sequences, Sequence
     ):
@@ -289,17 +268,11 @@ def check_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
     return arrays
 
 
-def validate_sequences(sequences: object, vocab_size: int) -> list[np.ndarray]:
-    """:func:`check_sequences` after checking ``vocab_size`` is a positive integer."""
-    return check_sequences(sequences, check_count(vocab_size, "vocab_size"))
-
-
 # ----------------------------------------------------------------------- labels
 def as_signed_labels(
     labels: object, n: int | None = None, *, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
-    """Labels as a float tensor of +-1, one per sequence when ``n`` is given; {0, 1}
-    labels are refused (map them with ``2 * y - 1`` where the data is loaded)."""
+    """Labels as a float tensor of +-1 (``n`` of them when given); {0, 1} refused."""
     if isinstance(labels, torch.Tensor):
         y = labels.detach()
     else:
@@ -325,8 +298,8 @@ def as_signed_labels(
 
 
 def check_outputs_and_labels(f: object, y: object) -> torch.Tensor:
-    """The labels ``y`` (one +-1 per entry of the 1-D float outputs ``f``) as a tensor
-    of ``f``'s dtype on its device."""
+    """The labels ``y`` (one +-1 per entry of the 1-D outputs ``f``) as ``f``'s dtype
+    and device."""
     f = check_float_tensor(f, "f")
     shape = tuple(getattr(y, "shape", (len(y),) if hasattr(y, "__len__") else ()))
     if tuple(f.shape) != shape:

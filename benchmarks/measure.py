@@ -13,7 +13,7 @@ import torch
 from attnbook.engine import kernels
 from attnbook.engine.counts import TokenCounts
 from attnbook.models import two_layer as tl
-from attnbook.models.attention import count_attention_output
+from attnbook.models.attention import attention_output
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS
@@ -128,7 +128,7 @@ def _gradient_and_step(
 
     def grad() -> None:
         opt.zero_grad(set_to_none=True)
-        logistic_loss(count_attention_output(E, p, v, counts), y).backward()
+        logistic_loss(attention_output(E, p, v, counts), y).backward()
 
     def step() -> None:
         grad()
@@ -281,7 +281,7 @@ def scaling_table(
                 t.grad = None
             sync(device)
             t0 = time.perf_counter()
-            logistic_loss(count_attention_output(E, p, v, c), y).backward()
+            logistic_loss(attention_output(E, p, v, c), y).backward()
             sync(device)
             if r > 0:
                 best[i] = min(best[i], time.perf_counter() - t0)

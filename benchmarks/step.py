@@ -10,7 +10,7 @@ import torch
 
 from attnbook.engine.counts import TokenCounts
 from attnbook.engine.fused import FusedOneLayerStep
-from attnbook.models.attention import count_attention_output
+from attnbook.models.attention import attention_output
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import OPTIMIZERS, training_step
@@ -60,9 +60,7 @@ def _steps(
         )
 
         def loss(P=params) -> torch.Tensor:
-            return logistic_loss(
-                count_attention_output(P["E"], P["p"], P["v"], counts), y
-            )
+            return logistic_loss(attention_output(P["E"], P["p"], P["v"], counts), y)
 
         out[name] = lambda o=opt, f=loss: training_step(o, f, 1)
     return out

@@ -11,7 +11,7 @@ import torch
 
 from attnbook.data.reviews import Vocabulary, load_reviews
 from attnbook.engine.counts import TokenCounts
-from attnbook.models.attention import count_attention_output
+from attnbook.models.attention import attention_output
 from attnbook.models.losses import logistic_loss
 
 __all__ = [
@@ -205,7 +205,7 @@ def engine_loss_and_grads(
     """Full-batch logistic loss and its gradients by the count engine."""
     leaves = [t.detach().requires_grad_(True) for t in (E, p, v)]
     E_, p_, v_ = leaves
-    loss = logistic_loss(count_attention_output(E_, p_, v_, counts), labels.to(E.dtype))
+    loss = logistic_loss(attention_output(E_, p_, v_, counts), labels.to(E.dtype))
     loss.backward()
     return float(loss.detach()), (E_.grad, p_.grad, v_.grad)
 

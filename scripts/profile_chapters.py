@@ -52,7 +52,7 @@ def _where(func: tuple[str, int, str]) -> str:
 KINDS: list[tuple[str, str]] = [
     ("<module>", "imports"),
     ("attnbook/engine/", "count engine (compiled passes)"),
-    ("attnbook/models/count_engine.py", "count engine (compiled passes)"),
+    ("attnbook/models/attention.py", "count engine (compiled passes)"),
     ("attnbook/models/", "training step (torch, optimiser)"),
     ("attnbook/data/", "corpus (load, tokenize, encode)"),
     ("attnbook/experiments/robustness.py", "corpus (load, tokenize, encode)"),

@@ -12,7 +12,7 @@ import torch
 
 from attnbook.book.plotting import PALETTE, identity_scatter, panel_grid
 from attnbook.models.attention import attention_weights
-from attnbook.theory.one_step_check import pearson
+from attnbook.theory.one_step import pearson
 
 CLASS_NAMES = {1: "positive", -1: "negative", 0: "neutral"}
 

@@ -1,12 +1,6 @@
-"""Bag-of-tokens representation: each sequence as the distinct tokens it holds and their
-counts.
-
-The model has no positional information, so a sequence ``X`` enters it only through the
-counts ``n_s(X)`` of its tokens. :class:`TokenCounts` stores a whole corpus in
-compressed sparse row (CSR) form: row ``i`` lists the distinct token ids of sequence
-``i`` (sorted) and how often each occurs. Every engine and statistic in attnbook works
-on this one structure.
-"""
+"""A corpus as token counts: the model has no positions, so a sequence enters it only
+through the counts ``n_s(X)`` of its tokens. :class:`TokenCounts` holds them in CSR
+form; every engine and statistic of attnbook works on it."""
 
 from __future__ import annotations
 
@@ -22,7 +16,6 @@ from attnbook.validation import (
     check_instance,
     check_sequences,
     check_vocabulary,
-    validate_sequences,
 )
 
 __all__ = [
@@ -33,15 +26,12 @@ __all__ = [
     "token_counts_over",
 ]
 
-SequenceLike = "np.ndarray | torch.Tensor | Sequence[int]"
-
 
 def pad_arrays(
     arrays: list[np.ndarray], device: torch.device | str | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sequences already checked (by :func:`attnbook.validation.check_sequences`) as a
-    zero-padded ``(n, T)`` id matrix and its ``(n, T)`` boolean mask (``T`` the longest
-    length): the layout of the dense reference implementations."""
+    """Checked sequences as a zero-padded ``(n, T)`` id matrix and its boolean mask (the
+    dense references' layout)."""
     lengths = torch.tensor([a.size for a in arrays], device=device)
     T = int(lengths.max())
     ids = torch.zeros(len(arrays), T, dtype=torch.int64, device=device)
@@ -55,8 +45,7 @@ def pad_arrays(
 class TokenCounts:
     """A corpus of ``n`` sequences over ``vocab_size`` tokens in CSR form: row ``i``
     holds ``token_ids[indptr[i]:indptr[i + 1]]`` (distinct, sorted) with their
-    ``counts`` (>= 1), all int64. Immutable; derived tensors are cached on it.
-    """
+    ``counts`` (>= 1), all int64. Immutable; derived tensors are cached on it."""
 
     indptr: torch.Tensor
     token_ids: torch.Tensor
@@ -101,32 +90,22 @@ class TokenCounts:
         counts: torch.Tensor,
         vocab_size: int,
     ) -> "TokenCounts":
-        """An object from parts that hold the invariants by construction (derived
-        from checked input or from another :class:`TokenCounts`): not checked again."""
+        """From parts that hold the invariants by construction (not checked again)."""
         obj = object.__new__(cls)
-        for name, value in (
-            ("indptr", indptr),
-            ("token_ids", token_ids),
-            ("counts", counts),
-            ("vocab_size", vocab_size),
-            ("_cache", {}),
-        ):
+        parts = dict(indptr=indptr, token_ids=token_ids, counts=counts)
+        for name, value in {**parts, "vocab_size": vocab_size, "_cache": {}}.items():
             object.__setattr__(obj, name, value)
         return obj
 
     @classmethod
     def from_sequences(cls, sequences: object, vocab_size: int) -> "TokenCounts":
-        """Count the tokens of each sequence (validated by
-        :func:`attnbook.validation.validate_sequences`)."""
-        return cls._from_arrays(validate_sequences(sequences, vocab_size), vocab_size)
+        """Count the tokens of each sequence (checked)."""
+        vocab_size = check_count(vocab_size, "vocab_size")
+        return cls._from_arrays(check_sequences(sequences, vocab_size), vocab_size)
 
     @classmethod
     def _from_arrays(cls, arrays: list[np.ndarray], vocab_size: int) -> "TokenCounts":
-        """Count checked sequences (int64 arrays, none empty, ids in the
-        vocabulary)."""
-        lengths = np.fromiter(
-            (a.size for a in arrays), dtype=np.int64, count=len(arrays)
-        )
+        lengths = np.fromiter((a.size for a in arrays), np.int64, count=len(arrays))
         flat = np.concatenate(arrays)
         rows = np.repeat(np.arange(len(arrays), dtype=np.int64), lengths)
         return cls._from_valid_pairs(rows, flat, len(arrays), int(vocab_size))
@@ -135,8 +114,8 @@ class TokenCounts:
     def from_pairs(
         cls, rows: np.ndarray, tokens: np.ndarray, n_sequences: int, vocab_size: int
     ) -> "TokenCounts":
-        """Build from one (row, token) pair per token occurrence, in any order
-        (vectorised). Every row in ``[0, n_sequences)`` must hold a token."""
+        """From one (row, token) pair per occurrence, in any order; every row in ``[0,
+        n_sequences)`` must hold a token."""
         n_sequences = check_count(n_sequences, "n_sequences")
         vocab_size = check_count(vocab_size, "vocab_size")
         rows, tokens = np.asarray(rows), np.asarray(tokens)
@@ -161,7 +140,6 @@ class TokenCounts:
     def _from_valid_pairs(
         cls, rows: np.ndarray, tokens: np.ndarray, n_sequences: int, vocab_size: int
     ) -> "TokenCounts":
-        """:meth:`from_pairs` of checked int64 pairs (every row holds a token)."""
         keys, counts = np.unique(rows * vocab_size + tokens, return_counts=True)
         key_rows = keys // vocab_size
         indptr = np.zeros(n_sequences + 1, dtype=np.int64)
@@ -183,16 +161,13 @@ class TokenCounts:
         return self.token_ids.numel()
 
     def _cached(self, key: object, make) -> torch.Tensor:
-        """Derived index tensors are computed once per object (the object is
-        immutable)."""
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]
 
     @property
     def row_ids(self) -> torch.Tensor:
-        """``(nnz,)`` the sequence index of every stored entry (computed once, then
-        cached)."""
+        """``(nnz,)`` the sequence of every stored entry."""
         return self._cached(
             "row_ids",
             lambda: torch.repeat_interleave(
@@ -203,8 +178,7 @@ class TokenCounts:
 
     @property
     def lengths(self) -> torch.Tensor:
-        """``(n,)`` int64 sequence lengths ``T_i`` (token occurrences, repeats
-        included)."""
+        """``(n,)`` int64 lengths ``T_i`` (repeats included)."""
 
         def make() -> torch.Tensor:
             out = torch.zeros(
@@ -215,21 +189,15 @@ class TokenCounts:
         return self._cached("lengths", make)
 
     def float_lengths(self, dtype: torch.dtype) -> torch.Tensor:
-        """``(n,)`` the sequence lengths as floats of ``dtype`` (cached per dtype)."""
+        """``(n,)`` the lengths as ``dtype``."""
         return self._cached(("lengths", dtype), lambda: self.lengths.to(dtype))
 
     def float_counts(self, dtype: torch.dtype) -> torch.Tensor:
-        """``(nnz,)`` the counts as floats of ``dtype`` (cached per dtype)."""
+        """``(nnz,)`` the counts as ``dtype``."""
         return self._cached(("counts", dtype), lambda: self.counts.to(dtype))
 
     def sparse_matrices(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ``(n, V)`` count matrix and its ``(V, n)`` transpose as sparse CSR
-        tensors.
-
-        Values have ``dtype``; both are built once per dtype and cached. The count
-        engine multiplies them with ``(V, k)`` and ``(n, k)`` dense blocks (one pass
-        over the counts).
-        """
+        """The ``(n, V)`` count matrix and its transpose as CSR tensors of ``dtype``."""
 
         def make() -> tuple[torch.Tensor, torch.Tensor]:
             import warnings
@@ -272,10 +240,7 @@ class TokenCounts:
         return self.token_ids.device
 
     def to(self, device: torch.device | str) -> "TokenCounts":
-        """The same counts on another device (``self`` when already there, keeping its
-        caches)."""
-        if isinstance(device, torch.device) and device == self.device:
-            return self
+        """The same counts on ``device`` (``self`` when already there)."""
         try:
             target = torch.device(device)
         except (RuntimeError, TypeError) as err:
@@ -320,12 +285,7 @@ class TokenCounts:
         )
 
     def to_sequences(self) -> list[np.ndarray]:
-        """One sequence per row with each token repeated by its count (tokens in sorted
-        order).
-
-        The model is permutation invariant, so this is a valid representative of each
-        bag.
-        """
+        """One sequence per row, each token repeated by its count (sorted)."""
         indptr = self.indptr.cpu().numpy()
         toks = self.token_ids.cpu().numpy()
         cnts = self.counts.cpu().numpy()
@@ -334,8 +294,7 @@ class TokenCounts:
         ]
 
     def to_dense(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        """``(n, V)`` dense count matrix (small corpora only: tests and worked
-        examples)."""
+        """``(n, V)`` dense count matrix (small corpora)."""
         out = torch.zeros(
             self.n_sequences, self.vocab_size, dtype=dtype, device=self.device
         )
@@ -344,22 +303,20 @@ class TokenCounts:
 
 
 def check_counts(counts: object, vocab_size: int, name: str = "counts") -> TokenCounts:
-    """``counts`` if it is a :class:`TokenCounts` over exactly ``vocab_size`` tokens;
-    raise otherwise (``name`` names the argument in the message)."""
+    """``counts`` if it is a :class:`TokenCounts` over exactly ``vocab_size`` tokens."""
     counts = check_instance(counts, TokenCounts, name)
     check_vocabulary(counts.vocab_size, vocab_size, name)
     return counts
 
 
 def token_counts_over(sequences: object, vocab_size: int) -> TokenCounts:
-    """:func:`as_token_counts` for a ``vocab_size`` known to be a positive ``int`` (the
-    rows of a checked ``E``): only ``sequences`` is checked."""
+    """:func:`as_token_counts` for a checked ``vocab_size`` (the rows of ``E``)."""
     if isinstance(sequences, TokenCounts):
         return check_counts(sequences, vocab_size)
     return TokenCounts._from_arrays(check_sequences(sequences, vocab_size), vocab_size)
 
 
 def as_token_counts(sequences: object, vocab_size: int) -> TokenCounts:
-    """Pass a :class:`TokenCounts` through (after checking its vocabulary size) or count
-    a list."""
+    """A :class:`TokenCounts` over ``vocab_size`` tokens passed through, or a list
+    counted."""
     return token_counts_over(sequences, check_count(vocab_size, "vocab_size"))

@@ -1,14 +1,7 @@
-"""Memory for the gradient of the embeddings: huge pages and reuse of the last step's
-block.
-
-A fresh ``(V, d)`` gradient is written once per training step; page-faulting a new block
-in on every step costs more than writing it. :func:`gradient_buffer` hands out the
-previous step's memory again when nothing refers to it any more. The block is a NumPy
-array and every gradient a tensor made from it (``torch.from_numpy``), whose storage
-holds a reference to the array until the last tensor or view on that storage is gone:
-the array's reference count says whether the memory is free. The values never depend
-on this module.
-"""
+"""Memory for the gradient of the embeddings: the previous step's ``(V, d)`` block
+handed out again once nothing refers to it (a NumPy array whose reference count says
+so), on huge pages where Linux has them: page-faulting a fresh block on every step
+costs more than writing it. The values never depend on this module."""
 
 from __future__ import annotations
 
@@ -18,7 +11,7 @@ import sys
 import numpy as np
 import torch
 
-__all__ = ["gradient_buffer", "REUSES_MEMORY"]
+__all__ = ["gradient_buffer"]
 
 _HUGE_PAGE = 2**21
 _MADV_HUGEPAGE = 14  # Linux
@@ -37,29 +30,11 @@ def _madvise_hugepages():
 
 
 _MADVISE = _madvise_hugepages()
-
-
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
-
-
-def _holders(block: np.ndarray) -> int:
-    """References to ``block``: each tensor storage made from it holds one."""
-    return sys.getrefcount(block)
-
-
-def _free_holders() -> int:
-    """What :func:`_holders` says of a block that only one local name refers to."""
-    block = np.empty(1)
-    return _holders(block)
-
-
-_FREE_REFS = _free_holders()
+# the reference count of a block that only one local name refers to
+_FREE_REFS = (lambda block: sys.getrefcount(block))(np.empty(1))
 _GRAD_BUFFERS: dict[tuple, np.ndarray] = {}  # insertion order = order of last use
 _GRAD_BUFFER_BYTES = 2**28  # kept in all; the most recent block is always kept
-
-
-#: Whether :func:`gradient_buffer` can tell free memory from held memory (and reuse it).
-REUSES_MEMORY = True
 
 
 def _new_block(E: torch.Tensor) -> np.ndarray:
@@ -78,22 +53,14 @@ def _new_block(E: torch.Tensor) -> np.ndarray:
 
 
 def gradient_buffer(E: torch.Tensor) -> torch.Tensor:
-    """Uninitialised contiguous memory for the gradient of ``E``.
-
-    On CPU the memory of the previous call with the same shape and dtype is handed out
-    again when no tensor refers to it any more (the gradient of the last step was
-    dropped, e.g. by ``zero_grad(set_to_none=True)``). A fresh ``(V, d)`` block is
-    otherwise page-faulted in on every step, which costs more than writing it. Memory
-    that something still holds (``E.grad``, a tensor kept by the caller, a view of one)
-    is never reused. Blocks of several shapes are kept up to ``_GRAD_BUFFER_BYTES`` in
-    all, least recently used dropped first. Elsewhere (CUDA has a caching allocator)
-    this is ``torch.empty_like(E)``.
-    """
+    """Uninitialised contiguous memory for the gradient of ``E``: on CPU the last
+    block of its shape and dtype when nothing holds it any more (blocks of several
+    shapes kept up to ``_GRAD_BUFFER_BYTES``), elsewhere ``torch.empty_like(E)``."""
     if E.device.type != "cpu" or E.dtype not in _DTYPES:
         return torch.empty_like(E, memory_format=torch.contiguous_format)
     key = (tuple(E.shape), E.dtype)
     block = _GRAD_BUFFERS.pop(key, None)
-    if block is None or _holders(block) != _FREE_REFS:
+    if block is None or sys.getrefcount(block) != _FREE_REFS:
         block = _new_block(E)
     _GRAD_BUFFERS[key] = block
     while (

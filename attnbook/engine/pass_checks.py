@@ -1,9 +1,5 @@
-"""The checks of the count engine's passes (:mod:`attnbook.engine.kernels`): dense
-float tensors of the right rank, dtypes and devices that agree, shapes that fit,
-outputs that overlap no input, and the structure of a sparse CSR matrix. Each raises a
-``TypeError`` or ``ValueError`` that names the pass and the argument; each public pass
-runs them once, before any C or torch kernel.
-"""
+"""The argument checks of the engine's passes (:mod:`attnbook.engine.kernels`), run once
+per public pass before any kernel; each error names the pass and the argument."""
 
 from __future__ import annotations
 
@@ -76,10 +72,8 @@ def overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def csr_parts(fn: str, A: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(indptr, indices, values)`` of a sparse CSR matrix ``A`` after checking its
-    structure: a 2-D CSR tensor with int32 or int64 indices and float32/float64 values
-    on one device, ``indptr`` of length ``n + 1`` from 0 to ``nnz``, never decreasing,
-    and column indices in ``[0, m)`` (O(nnz), on every call)."""
+    """``(indptr, indices, values)`` of a 2-D sparse CSR matrix ``A`` after checking
+    its structure (O(nnz), on every call)."""
     if not isinstance(A, torch.Tensor):
         raise TypeError(f"{fn}: A must be a torch.Tensor, got {type(A).__name__}")
     if A.layout != torch.sparse_csr:

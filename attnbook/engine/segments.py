@@ -1,7 +1,6 @@
-"""Reductions over the rows of a count matrix: per-row sums and maxima of stored
-entries, the shift of every softmax by its row's maximum (and the attention terms
-written relative to it, :class:`RowTerms`), and the product of a CSR matrix with a
-dense block summed row by row in a fixed order."""
+"""Reductions over the rows of a count matrix: per-row sums, the shift of every softmax
+by its row's maximum (and the attention terms relative to it, :class:`RowTerms`), and a
+CSR product summed row by row in a fixed order."""
 
 from __future__ import annotations
 
@@ -14,22 +13,11 @@ __all__ = [
     "RowTerms",
     "csr_rows_times",
     "row_shift",
-    "segment_max",
     "segment_sum",
     "segment_sums",
 ]
 
 _COLUMNS_AT_ONCE = 16  # columns of X that csr_rows_times gathers at a time
-
-
-def segment_max(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
-    """Per-row maximum of ``values`` (no gradient: it is only a shift for the
-    softmax)."""
-    with torch.no_grad():
-        out = torch.full((n,), -torch.inf, dtype=values.dtype, device=values.device)
-        return out.scatter_reduce_(
-            0, rows, values.detach(), reduce="amax", include_self=True
-        )
 
 
 def segment_sum(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
@@ -42,33 +30,24 @@ def segment_sum(values: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tenso
 def row_shift(
     scores: torch.Tensor, rows: torch.Tensor | None = None, n: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The shift that makes a softmax stable: ``(m, e)`` with ``m`` the largest score
-    of every row and ``e = exp(scores - m)`` for every entry, so that each row's largest
-    term is 1 (nothing overflows, and no row's sum underflows to zero).
-
-    With ``rows`` (the row of every entry) and ``n`` rows, ``scores`` holds stored
-    entries and ``m`` is ``(n,)``; without them, the rows are the last dimension of
-    ``scores`` and ``m`` keeps it (size 1). ``m`` carries no gradient: the softmax does
-    not depend on it.
-    """
+    """``(m, exp(scores - m))``, ``m`` the largest score of every row (no gradient):
+    rows given by ``rows`` (the row of every entry, ``n`` rows, ``m`` (n,)), else the
+    last dimension of ``scores`` (kept, size 1)."""
     if rows is None:
         m = scores.detach().amax(dim=-1, keepdim=True)
         return m, torch.exp(scores - m)
-    if n is None:
-        raise ValueError("row_shift: rows given without the number of rows n")
-    m = segment_max(scores, rows, n)
+    with torch.no_grad():
+        m = torch.full((n,), -torch.inf, dtype=scores.dtype, device=scores.device)
+        m = m.scatter_reduce_(
+            0, rows, scores.detach(), reduce="amax", include_self=True
+        )
     return m, torch.exp(scores - m[rows])
 
 
 def segment_sums(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Sums of consecutive segments of ``values`` along its first dimension
-    (``lengths[i]`` entries each; an empty segment sums to 0).
-
-    Each segment is reduced by itself, never by atomic additions: term by term in the
-    stored order on a CPU, and on CUDA too for a 2-D ``values`` (one thread per segment
-    and column); a 1-D ``values`` on CUDA by CUB's segmented reduction, a tree fixed by
-    the segment's length. The result is the same bits on every run, whatever the other
-    segments hold. No host synchronisation."""
+    (``lengths[i]`` entries each, empty: 0), each reduced by itself in a fixed order (no
+    atomics): the same bits on every run. No host synchronisation."""
     return torch.segment_reduce(
         values, "sum", lengths=lengths, axis=0, unsafe=True, initial=0.0
     )
@@ -80,14 +59,9 @@ def csr_rows_times(
     values: torch.Tensor,
     X: torch.Tensor,
 ) -> torch.Tensor:
-    """``A @ X`` for the CSR matrix ``A`` (row pointers ``indptr``, column indices
-    ``indices``, entries ``values``) and a dense ``(m, J)`` ``X``, every row of the
-    result summed over its stored entries term by term in their stored order, on a CPU
-    and on CUDA alike (:func:`segment_sums` of a 2-D block).
-
-    The deterministic product of any device: the transpose product ``A^T Y`` is this
-    function on the CSR arrays of ``A^T``, never a scatter of ``A``'s entries. ``X`` is
-    gathered ``16`` columns at a time (``nnz x 16`` entries of memory)."""
+    """``A @ X`` for the CSR matrix ``(indptr, indices, values)`` and a dense ``(m, J)``
+    ``X``, every row summed term by term in stored order on any device (the transpose
+    product is this on the CSR arrays of ``A^T``); ``X`` taken 16 columns at a time."""
     lengths = indptr.diff().to(torch.int64)
     n, J = lengths.numel(), X.shape[1]
     out = torch.empty(n, J, dtype=X.dtype, device=X.device)
@@ -105,10 +79,9 @@ CANCELLATION_LIMIT = 512.0
 
 
 class RowTerms:
-    """Attention relative to each row's top-scoring token ``r_i`` (scores ``a``,
-    ``(V,)``, and ``B``, ``(V, K)``): mass ``pi`` and ``db = B_s - B_{r_i}`` per stored
-    entry, ``gap = f_i - B_{r_i}`` and the outputs ``f`` per row. Full relative
-    precision once attention is one-hot, where ``B_s - f_i`` would be rounding error."""
+    """Attention relative to each row's top-scoring token ``r_i`` (scores ``a`` (V,),
+    ``B`` (V, K)): ``pi`` and ``db = B_s - B_{r_i}`` per stored entry, ``gap = f_i -
+    B_{r_i}`` and ``f`` per row; exact where attention is one-hot."""
 
     def __init__(self, a: torch.Tensor, B: torch.Tensor, counts: TokenCounts):
         tok, rows, n = counts.token_ids, counts.row_ids, counts.n_sequences

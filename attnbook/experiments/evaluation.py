@@ -8,7 +8,7 @@ from typing import Mapping
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.models.attention import count_attention_output
+from attnbook.models.attention import attention_output
 from attnbook.models.losses import logistic_loss
 from attnbook.validation import check_outputs_and_labels
 
@@ -21,7 +21,7 @@ def evaluate_binary(
     """Logistic loss, accuracy and balanced accuracy (the mean of the per-class
     accuracies present) of the one-layer model on ``counts`` with -1/+1 ``labels``."""
     with torch.no_grad():
-        f = count_attention_output(params["E"], params["p"], params["v"], counts)
+        f = attention_output(params["E"], params["p"], params["v"], counts)
     y = check_outputs_and_labels(f, labels)
     correct = (f * y) > 0
     pos = y > 0

@@ -27,10 +27,10 @@ from attnbook.experiments.importance import (
 )
 from attnbook.theory.one_step import (
     class_signed_frequency,
+    init_one_step,
     one_gradient_step_multiclass,
     predicted_class_alignment,
 )
-from attnbook.theory.one_step_check import init_one_step
 from attnbook.validation import ArgumentTypeError, check_count, check_generator
 
 #: The authors' bin means of ``E_s . p`` with an MLP after the softmax (OpenReview

@@ -7,8 +7,12 @@ import pandas as pd
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.theory.one_step import one_gradient_step
-from attnbook.theory.one_step_check import init_one_step, pearson, predicted_pearson
+from attnbook.theory.one_step import (
+    init_one_step,
+    one_gradient_step,
+    pearson,
+    predicted_pearson,
+)
 
 __all__ = ["dimension_table"]
 

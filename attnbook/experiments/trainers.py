@@ -13,7 +13,7 @@ import torch
 
 from attnbook.engine.counts import TokenCounts
 from attnbook.experiments.xor_runs import one_layer_output
-from attnbook.models.count_engine import count_heads_output
+from attnbook.models.attention import count_heads_output
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.mlp_head import (
     PooledIndex,

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.models.attention import count_attention_output
+from attnbook.models.attention import attention_output
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.mlp_head import PooledIndex, init_mlp_head, mlp_attention_output
 from attnbook.models.parameters import init_parameters
@@ -83,7 +83,7 @@ SIGNAL_TOKENS = ("a", "not a", "b", "not b")
 
 def one_layer_output(params: Mapping[str, torch.Tensor], counts) -> torch.Tensor:
     """The one-layer model on count-encoded sequences."""
-    return count_attention_output(params["E"], params["p"], params["v"], counts)
+    return attention_output(params["E"], params["p"], params["v"], counts)
 
 
 def xor_models(

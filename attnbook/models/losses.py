@@ -17,11 +17,10 @@ def logistic_loss(
 ) -> torch.Tensor:
     """``mean_i log(1 + exp(-y_i f_i))``, by softplus. Raises ``ValueError`` for bad
     shapes or labels and NaN outputs (``check_input=False``: ``y`` already checked)."""
-    if not check_input:
-        return torch.nn.functional.softplus(-y * f).mean()
-    y = check_outputs_and_labels(f, y)
+    if check_input:
+        y = check_outputs_and_labels(f, y)
     loss = torch.nn.functional.softplus(-y * f).mean()
-    if not math.isfinite(loss.item()):
+    if check_input and not math.isfinite(loss.item()):
         check_finite(f=f)
     return loss
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -25,7 +25,6 @@ from attnbook.validation import (
 
 __all__ = [
     "init_mlp_head",
-    "mlp_head_layout",
     "check_mlp_parameters",
     "PooledIndex",
     "mlp_attention_output",
@@ -42,21 +41,15 @@ def check_mlp_parameters(params: dict[str, torch.Tensor]) -> None:
     )
 
 
-def mlp_head_layout(
-    vocab_size: int, dim: int, scale: float
-) -> dict[str, tuple[tuple[int, ...], float]]:
-    """``E``, ``p``, ``v`` of the one-layer layout, ``A`` with std ``sqrt(2/d)`` (He),
-    ``c`` zero."""
-    return {
-        **one_layer_layout(vocab_size, dim, scale),
-        "A": ((dim, dim), math.sqrt(2.0 / dim)),
-        "c": ((dim,), 0.0),
-    }
-
-
 def init_mlp_head(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
-    """``init_parameters`` with :func:`mlp_head_layout`."""
-    return init_parameters(vocab_size, dim, layout=mlp_head_layout, **options)
+    """``init_parameters`` with the one-layer ``E``, ``p``, ``v``, then ``A`` of std
+    ``sqrt(2/d)`` (He) and ``c`` zero."""
+
+    def layout(V: int, d: int, scale: float) -> dict:
+        A, c = ((d, d), math.sqrt(2.0 / d)), ((d,), 0.0)
+        return {**one_layer_layout(V, d, scale), "A": A, "c": c}
+
+    return init_parameters(vocab_size, dim, layout=layout, **options)
 
 
 @dataclass(frozen=True)
@@ -87,13 +80,7 @@ class PooledIndex:
         return cls(counts, rows, t_crow, rows[perm], perm)
 
     def to(self, device: torch.device | str) -> "PooledIndex":
-        return PooledIndex(
-            self.counts.to(device),
-            self.rows.to(device),
-            self.t_crow.to(device),
-            self.t_col.to(device),
-            self.perm.to(device),
-        )
+        return PooledIndex(*(getattr(self, f.name).to(device) for f in fields(self)))
 
 
 def _csr(
@@ -164,16 +151,6 @@ class _PooledEmbedding(torch.autograd.Function):
         return M if ctx.needs_input_grad[0] else None, grad_scores, None
 
 
-def _pooled_embedding(
-    E: torch.Tensor, p: torch.Tensor, index: PooledIndex
-) -> torch.Tensor:
-    """``(n, d)`` attention outputs ``z(X_i)``, differentiable in ``E`` and ``p``."""
-    index = index.to(E.device)
-    scores = E @ p
-    check_finite_scores(scores, E=E, p=p)
-    return _PooledEmbedding.apply(E, scores, index)
-
-
 def _head(params: dict[str, torch.Tensor], z: torch.Tensor) -> torch.Tensor:
     return torch.relu(z @ params["A"].T + params["c"]) @ params["v"]
 
@@ -190,7 +167,10 @@ def mlp_attention_output(
         index = sequences
     else:
         index = PooledIndex.build(token_counts_over(sequences, V))
-    z = _pooled_embedding(params["E"], params["p"], index)
+    E, p = params["E"], params["p"]
+    scores = E @ p
+    check_finite_scores(scores, E=E, p=p)
+    z = _PooledEmbedding.apply(E, scores, index.to(E.device))  # (n, d): z(X_i)
     check_finite(A=params["A"], c=params["c"], v=params["v"])
     return _head(params, z)
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from attnbook.engine.counts import token_counts_over
-from attnbook.models.count_engine import count_heads_output
+from attnbook.models.attention import count_heads_output
 from attnbook.validation import (
     ArgumentTypeError,
     check_count,
@@ -46,32 +46,19 @@ def as_class_labels(
 ) -> torch.Tensor:
     """Labels as int64 after checking they lie in ``{0, ..., n_classes - 1}``."""
     n_classes = check_count(n_classes, "n_classes", minimum=2)
-    if isinstance(labels, torch.Tensor):
-        y = labels.detach().cpu()
-    else:
-        arr = np.asarray(labels)
-        if arr.dtype.kind not in "iu":
-            raise ArgumentTypeError(
-                "labels must be a non-empty 1-D array of integer class ids, got dtype "
-                f"{arr.dtype}"
-            )
-        y = torch.from_numpy(arr.astype(np.int64))
-    if (
-        y.dtype.is_floating_point
-        or y.dtype.is_complex
-        or y.dtype == torch.bool
-        or y.ndim != 1
-        or y.numel() == 0
-    ):
-        raise ValueError("labels must be a non-empty 1-D array of integer class ids")
-    if n is not None and y.numel() != n:
-        raise ValueError(f"{y.numel()} labels for {n} sequences: lengths must match")
-    if int(y.min()) < 0 or int(y.max()) >= n_classes:
-        raise ValueError(
-            f"class ids must lie in [0, {n_classes}), found "
-            f"{int(y.min())}..{int(y.max())}"
+    tensor = isinstance(labels, torch.Tensor)
+    y = labels.detach().cpu().numpy() if tensor else np.asarray(labels)
+    if y.dtype.kind not in "iu" or y.ndim != 1 or y.size == 0:
+        raise ArgumentTypeError(
+            f"labels must be a non-empty 1-D array of integer class ids, got dtype "
+            f"{y.dtype} and shape {y.shape}"
         )
-    return y.to(torch.int64)
+    if n is not None and y.size != n:
+        raise ValueError(f"{y.size} labels for {n} sequences: lengths must match")
+    lo, hi = int(y.min()), int(y.max())
+    if lo < 0 or hi >= n_classes:
+        raise ValueError(f"class ids must lie in [0, {n_classes}), found {lo}..{hi}")
+    return torch.from_numpy(y.astype(np.int64))
 
 
 def cross_entropy_loss(

@@ -8,11 +8,7 @@ import torch
 
 from attnbook.validation import check_count, check_float_dtype, check_positive_real
 
-__all__ = [
-    "Layout",
-    "one_layer_layout",
-    "init_parameters",
-]
+__all__ = ["Layout", "one_layer_layout", "init_parameters"]
 
 #: ``layout(vocab_size, dim, scale)`` -> ``{name: (shape, std)}`` in drawing order
 Layout = Callable[[int, int, float], "dict[str, tuple[tuple[int, ...], float]]"]

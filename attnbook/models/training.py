@@ -10,32 +10,27 @@ import torch
 
 from attnbook.engine.counts import TokenCounts, check_counts
 from attnbook.engine.fused import torch_optimizer
-from attnbook.models.count_engine import count_heads_output
+from attnbook.models.attention import count_heads_output
 from attnbook.models.losses import logistic_loss
 from attnbook.validation import (
     ArgumentTypeError,
     as_signed_labels,
     check_count,
-    check_parameters,
+    check_parameter_dict,
     check_positive_real,
 )
 
-__all__ = [
-    "OPTIMIZERS",
-    "training_step",
-    "binary_loss_closure",
-    "History",
-    "fit",
-]
+__all__ = ["OPTIMIZERS", "training_step", "binary_loss_closure", "History", "fit"]
 
 
 def binary_loss_closure(
     params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: torch.Tensor
 ) -> Callable[[], torch.Tensor]:
-    """Closure returning the full-batch logistic loss of the one-layer model
-    ``params`` (``E``, ``p``, ``v``) on ``counts`` with -1/+1 ``labels``, all checked
-    once, here; it reads ``params`` afresh at every call."""
-    E, p, v = _one_layer_parameters(params)
+    """Closure returning the full-batch logistic loss of the one-layer model ``params``
+    (``E``, ``p``, ``v``) on ``counts`` with -1/+1 ``labels``, all checked once, here;
+    it reads ``params`` afresh at every call."""
+    check_parameter_dict(params, lambda d: {"p": (d,), "v": (d,)}, "one-layer")
+    E = params["E"]
     counts = check_counts(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
 
@@ -47,25 +42,9 @@ def binary_loss_closure(
     return loss
 
 
-def _one_layer_parameters(
-    params: Mapping[str, torch.Tensor],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    if not isinstance(params, Mapping):
-        raise ArgumentTypeError(
-            f"params must be a mapping with keys 'E', 'p', 'v', got "
-            f"{type(params).__name__}"
-        )
-    missing = sorted({"E", "p", "v"} - set(params))
-    if missing:
-        raise ValueError(f"params lacks {missing}")
-    check_parameters(params["E"], params["p"], params["v"])
-    return params["E"], params["p"], params["v"]
-
-
 @dataclass
 class History:
-    """What :func:`fit` recorded: training loss at every step, metrics at evaluation
-    steps."""
+    """What :func:`fit` recorded: the loss of every step, metrics at evaluations."""
 
     loss: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)
@@ -110,18 +89,14 @@ def fit(
     evaluate: Callable[[], Mapping[str, float]] | None = None,
     eval_every: int = 10,
 ) -> History:
-    """Minimise ``loss_fn()`` over ``params[trainable]`` with full-batch steps.
-
-    ``optimizer`` is ``"gd"`` (plain gradient descent) or ``"adam"``. ``evaluate`` is
-    called (without gradients) at step 0, every ``eval_every`` steps and at the end.
-    Parameters are updated in place.
-    """
+    """Minimise ``loss_fn()`` over ``params[trainable]`` (in place) by full-batch
+    ``"gd"`` or ``"adam"`` steps; ``evaluate()`` (no gradients) at step 0, every
+    ``eval_every`` steps and at the end."""
     steps = check_count(steps, "steps", minimum=0)
     eval_every = check_count(eval_every, "eval_every")
     check_positive_real(lr, "lr")
-    for name, fn in (("loss_fn", loss_fn), ("evaluate", evaluate)):
-        if not callable(fn) and not (fn is None and name != "loss_fn"):
-            raise ArgumentTypeError(f"{name} must be callable, got {type(fn).__name__}")
+    if not callable(loss_fn) or not (evaluate is None or callable(evaluate)):
+        raise ArgumentTypeError("loss_fn (and evaluate, where given) must be callable")
     if not isinstance(params, Mapping) or not params:
         raise ArgumentTypeError(
             "params must be a non-empty mapping of names to tensors"
@@ -139,11 +114,8 @@ def fit(
             f"{trainable!r}"
         )
     names = tuple(params) if trainable is None else tuple(trainable)
-    unknown = set(names) - set(params)
-    if unknown:
-        raise ValueError(f"unknown trainable parameters {sorted(unknown)}")
-    if not names:
-        raise ValueError("trainable names no parameter: nothing to train")
+    if not names or set(names) - set(params):
+        raise ValueError(f"unknown trainable parameters {names!r} of {sorted(params)}")
     for name, t in params.items():
         if not isinstance(t, torch.Tensor) or not t.is_leaf:
             raise ArgumentTypeError(f"params[{name!r}] must be a leaf torch tensor")

@@ -35,16 +35,15 @@ def check_two_layer_parameters(params: dict[str, torch.Tensor]) -> None:
     )
 
 
-def _layout(vocab_size: int, dim: int, scale: float) -> dict[str, tuple]:
-    one = one_layer_layout(vocab_size, dim, scale)
-    w = ((dim, dim), 1 / math.sqrt(dim))
-    return {"E": one["E"], "W1": w, "W2": w, "p": one["p"], "v": one["v"]}
-
-
 def init_two_layer(vocab_size: int, dim: int, **options) -> dict[str, torch.Tensor]:
     """``init_parameters`` with ``E``, ``p``, ``v`` as in the one-layer model and
     ``W1``, ``W2`` of std ``1/sqrt(d)``."""
-    return init_parameters(vocab_size, dim, layout=_layout, **options)
+
+    def layout(V: int, d: int, scale: float) -> dict:
+        one, w = one_layer_layout(V, d, scale), ((d, d), 1 / math.sqrt(d))
+        return {"E": one["E"], "W1": w, "W2": w, "p": one["p"], "v": one["v"]}
+
+    return init_parameters(vocab_size, dim, layout=layout, **options)
 
 
 def effective_query(params: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -65,13 +64,9 @@ class PairBlocks:
     vocab_size: int
 
     def to(self, device: torch.device | str) -> "PairBlocks":
-        return PairBlocks(
-            tuple(r.to(device) for r in self.rows),
-            tuple(i.to(device) for i in self.ids),
-            tuple(c.to(device) for c in self.log_counts),
-            self.n_sequences,
-            self.vocab_size,
-        )
+        parts = (self.rows, self.ids, self.log_counts)
+        moved = (tuple(t.to(device) for t in part) for part in parts)
+        return PairBlocks(*moved, self.n_sequences, self.vocab_size)
 
 
 def pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
@@ -103,14 +98,10 @@ def pair_blocks(counts: TokenCounts, max_slots: int = 1_000_000) -> PairBlocks:
         ids.append(torch.from_numpy(b_ids))
         logc.append(torch.from_numpy(b_log))
         start = stop
-    device = counts.device
-    return PairBlocks(
-        tuple(r.to(device) for r in rows),
-        tuple(i.to(device) for i in ids),
-        tuple(c.to(device) for c in logc),
-        counts.n_sequences,
-        counts.vocab_size,
+    blocks = PairBlocks(
+        tuple(rows), tuple(ids), tuple(logc), counts.n_sequences, counts.vocab_size
     )
+    return blocks.to(counts.device)
 
 
 class _ThinProduct(torch.autograd.Function):
@@ -141,7 +132,7 @@ def two_layer_output(
     E, W1 = params["E"], params["W1"]
     if isinstance(sequences, PairBlocks):
         blocks = sequences
-        check_vocabulary(blocks.vocab_size, E.shape[0], "blocks", plural=True)
+        check_vocabulary(blocks.vocab_size, E.shape[0], "PairBlocks")
     else:
         blocks = pair_blocks(token_counts_over(sequences, E.shape[0]))
     blocks = blocks.to(E.device)

@@ -1,9 +1,7 @@
-"""Gradient flow on the ``<cls>`` vector ``p`` with ``E`` and ``v`` frozen: the
-problem's data (:class:`FlowProblem`), the recorded path (:class:`FlowPath`), the
-integrator (:func:`batched_gradient_flow`: explicit Euler steps in logarithmic time
-``tau = log(1 + t / t0)``, relative to each sequence's top-scoring token so that they
-stay exact at any ``||p||``), what a path says, and the setting of the theorem (one step
-from a seeded initialization, then the flow)."""
+"""Gradient flow on the ``<cls>`` vector ``p`` with ``E`` and ``v`` frozen: explicit
+Euler steps in logarithmic time, relative to each sequence's top-scoring token (exact
+at any ``||p||``), what a path says, and the theorem's setting (one step, then the
+flow)."""
 
 from __future__ import annotations
 
@@ -42,15 +40,14 @@ __all__ = [
 
 F64 = torch.float64
 
-#: A step is rejected when the loss rises by more than this many units of float64
-#: rounding of the terms that give the change of every output (below it the sign of
-#: the change is noise, and a symmetric saddle would halve the step for ever).
+#: A step is rejected when the loss rises by more than this many units of the float64
+#: rounding of the output changes (below it the sign is noise: a saddle would halve the
+#: step for ever).
 ROUNDING_FLOOR = 8 * 2.0**-53
 
 
 class FlowProblem:
-    """The frozen data of the flow, float64 on ``E``'s device: ``E`` (V, d), ``v``
-    (d,), the corpus and the +-1 labels."""
+    """The flow's frozen ``E`` (V, d), ``v`` (d,), corpus and +-1 labels (float64)."""
 
     def __init__(
         self, E: torch.Tensor, v: torch.Tensor, sequences: object, labels: object
@@ -72,7 +69,7 @@ class FlowProblem:
         self.n = self.counts.n_sequences
 
     def attention(self, p: torch.Tensor) -> torch.Tensor:
-        """Attention mass of every stored entry at ``p`` (stable at any ``||p||``)."""
+        """Attention mass of every stored entry at ``p``."""
         p = p.detach().to(device=self.device, dtype=torch.float64)
         a_tok = (self.E @ p)[self.tok]
         w = self.cnt * row_shift(a_tok, self.rows, self.n)[1]
@@ -81,8 +78,8 @@ class FlowProblem:
     def padded(
         self, mask: torch.Tensor | None, m: int
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Token ids, counts and selection flags (``mask``, one per stored entry) in an
-        ``(n, m)`` layout (padding: token 0 with count 0)."""
+        """Token ids, counts and selection flags (``mask``) as ``(n, m)`` (padding:
+        token 0, count 0)."""
         n, f64 = self.n, torch.float64
         pos = torch.arange(self.tok.numel(), device=self.device)  # within its sequence
         pos = pos - self.counts.indptr.to(self.device)[self.rows]
@@ -96,8 +93,7 @@ class FlowProblem:
         return tok, cnt, sel
 
     def selection_mask(self, selected: object) -> torch.Tensor:
-        """``(nnz,)`` bool: whether each stored entry's token is in ``selected[i]`` of
-        its sequence (one token id or a collection per sequence)."""
+        """``(nnz,)`` bool: whether each stored entry's token is in ``selected[i]``."""
         sets = selection_sets(selected, self.n)
         rows = self.rows.cpu().numpy()
         toks = self.tok.cpu().numpy()
@@ -111,9 +107,8 @@ class FlowProblem:
 
 @dataclass
 class FlowPath:
-    """A flow recorded at ``K`` checkpoints: times ``t`` (``t[0] = 0``), ``p`` (K, d),
-    ``loss``, ``selected_mass`` (K, n; empty without a selection), accepted and
-    rejected Euler steps, and ``grad_along`` (``cos(-grad L, q)``)."""
+    """A flow at ``K`` checkpoints: ``t`` (``t[0] = 0``), ``p`` (K, d), ``loss``,
+    ``selected_mass`` (K, n), Euler steps accepted and rejected, ``grad_along``."""
 
     t: np.ndarray
     p: np.ndarray
@@ -135,19 +130,9 @@ class FlowPath:
         return np.divide(self.p @ q, norms, out=np.zeros(len(self.p)), where=norms > 0)
 
 
-def default_t0(problem: FlowProblem, dtau: float) -> float:
-    """``t0`` that makes the first step ``dtau * t0`` at most ``1 / (B^2 R^2 + 3 B
-    R^2)``, a bound on the Hessian of ``L`` (``B = max |b_s|``, ``R = max ||E_s||``)."""
-    B = float(problem.b.abs().max())
-    R = float(problem.E.norm(dim=1).max())
-    smooth = B * B * R * R + 3 * B * R * R
-    return 1.0 / (max(smooth, 1e-12) * dtau)
-
-
 class FlowBatch:
-    """The frozen data of ``B`` problems, padded to common shapes (sequences to ``(n,
-    m)`` of their distinct tokens), in the coordinates ``c`` of the row space of each
-    ``E`` (``p = p0 + Q c``, ``E = R Q^T``: a step costs ``O(V k)`` whatever ``d``)."""
+    """``B`` problems padded to ``(n, m)`` distinct tokens, in the coordinates ``c`` of
+    each ``E``'s row space (``p = p0 + Q c``, ``E = R Q^T``: a step is ``O(V k)``)."""
 
     def __init__(self, problems, p0s, selected, directions, device):
         B = len(problems)
@@ -190,8 +175,8 @@ class FlowBatch:
         return self.a0 + torch.bmm(self.R, c.unsqueeze(2)).squeeze(2)
 
     def state(self, c: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Loss, gradient (in ``c``), outputs and attention at ``c``, written relative
-        to the top-scoring token of every sequence (exact when attention is one-hot)."""
+        """Loss, gradient (in ``c``), outputs and attention at ``c``, relative to every
+        sequence's top-scoring token."""
         a = torch.gather(self.scores(c), 1, self.tok_flat).view_as(self.log_cnt)
         a = a + self.log_cnt  # padding: -inf
         w = row_shift(a)[1]
@@ -219,18 +204,12 @@ class FlowBatch:
         }
 
     def loss_change(self, old: dict, new: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(B,)`` ``n (L(new) - L(old))``, relative to the reference tokens, and the
-        rounding of its computation (:data:`ROUNDING_FLOOR` units)."""
+        """``(B,)`` ``n (L(new) - L(old))`` and its rounding (``ROUNDING_FLOOR``)."""
         df = (new["b_ref"] - old["b_ref"]) + (new["gap"] - old["gap"])
         weight = torch.sigmoid(-self.y * old["f"])
         terms = torch.log1p(weight * torch.expm1(-self.y * df))
         floor = ROUNDING_FLOOR * weight * (old["spread"] + new["spread"])
         return (terms * self.row_mask).sum(1), (floor * self.row_mask).sum(1)
-
-
-def _where(cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a`` where the problem's ``cond`` (B,) holds, else ``b``."""
-    return torch.where(cond.view(-1, *([1] * (a.ndim - 1))), a, b)
 
 
 def _as_list(x, B: int, name: str) -> list:
@@ -257,17 +236,13 @@ def batched_gradient_flow(
     t0: Sequence[float | None] | None = None,
     n_checkpoints: int | None = None,
 ) -> list[FlowPath]:
-    """Integrate ``dp/dt = -grad L(p)`` for every ``(E, v, sequences, labels, p0)`` of
-    ``problems`` until ``t = e^{log_t_max}``; one :class:`FlowPath` per problem.
-
-    Euler steps of size ``h = dtau (t0 + t)`` (``t0``: :func:`default_t0`); a step that
-    raises the loss beyond its rounding is rejected and halves ``dtau``, which doubles
-    back after ``grow_after`` accepted steps. ``selected`` and ``directions`` (one per
-    problem) make the paths record the attention mass on the selected tokens and
-    ``cos(-grad L, q)``. Checkpoints every ``check_every`` iterations, or with
-    ``n_checkpoints`` at log-spaced times, and at the end. After ``max_steps``
-    iterations: ``RuntimeError``, or with ``on_max_steps="stop"`` the paths as they are.
-    """
+    """Integrate ``dp/dt = -grad L(p)`` for every ``(E, v, sequences, labels, p0)``
+    until ``t = e^{log_t_max}``: Euler steps ``h = dtau (t0 + t)``; a step that raises
+    the loss beyond its rounding is rejected and halves ``dtau`` (doubled back after
+    ``grow_after`` accepted steps). ``selected``/``directions`` record the mass on the
+    selected tokens and ``cos(-grad L, q)``. Checkpoints every ``check_every``
+    iterations (or ``n_checkpoints`` log-spaced) and at the end; after ``max_steps``:
+    ``RuntimeError``, or with ``on_max_steps="stop"`` the paths as they are."""
     check_positive_real(dtau, "dtau")
     check_finite_real(log_t_max, "log_t_max")
     check_count(check_every, "check_every")
@@ -299,7 +274,13 @@ def batched_gradient_flow(
         p0s.append(p0.detach().to(device=pr.device, dtype=F64))
     device = torch.device(device) if device is not None else built[0].device
     batch = FlowBatch(built, p0s, selected, directions, device)
-    t0s = [default_t0(pr, dtau) if t is None else t for pr, t in zip(built, t0s)]
+    # by default a first step dtau t0 <= 1 / (B^2 R^2 + 3 B R^2), one over a bound on
+    # the Hessian of L (B = max |b_s|, R = max ||E_s||)
+    bounds = [(float(pr.b.abs().max()), float(pr.E.norm(dim=1).max())) for pr in built]
+    t0s = [
+        1.0 / (max(b * b * r * r + 3 * b * r * r, 1e-12) * dtau) if t is None else t
+        for (b, r), t in zip(bounds, t0s)
+    ]
     for t in t0s:
         check_positive_real(t, "t0")
     t0 = torch.tensor(t0s, dtype=F64, device=device)
@@ -348,7 +329,8 @@ def batched_gradient_flow(
             t = torch.where(accept, t + h, t)
             steps += accept
             if bool(accept.any()):
-                st = {key: _where(accept, new[key], old) for key, old in st.items()}
+                keep = {1: accept, 2: accept[:, None], 3: accept[:, None, None]}
+                st = {k: torch.where(keep[x.ndim], new[k], x) for k, x in st.items()}
         grow = accept & (streak >= grow_after) & (step < dtau)
         step = torch.where(grow, torch.clamp(2.0 * step, max=dtau), step)
         streak = torch.where(grow, 0, streak)
@@ -409,8 +391,7 @@ def gradient_flow(
     direction: torch.Tensor | None = None,
     **options,
 ) -> FlowPath:
-    """:func:`batched_gradient_flow` of one problem (``options``: its keywords), with
-    ``n_checkpoints`` log-spaced checkpoints."""
+    """:func:`batched_gradient_flow` of one problem, ``n_checkpoints`` log-spaced."""
     (path,) = batched_gradient_flow(
         [(E, v, sequences, labels, p0)],
         t0=[t0],
@@ -432,8 +413,8 @@ def _attention_problem(E: torch.Tensor, sequences: object) -> FlowProblem:
 def unselected_mass(
     E: torch.Tensor, p: torch.Tensor, sequences: object, selected: object
 ) -> np.ndarray:
-    """Per sequence, the attention mass on the tokens *not* in ``selected[i]``, summed
-    from the small terms (exact at ``1e-30``, where ``1 - selected_mass`` is zero)."""
+    """Per sequence, the attention mass off ``selected[i]``, summed from the small
+    terms (exact where ``1 - selected_mass`` rounds to zero)."""
     problem = _attention_problem(E, sequences)
     mass = problem.attention(p) * ~problem.selection_mask(selected)
     return segment_sum(mass, problem.rows, problem.n).cpu().numpy()
@@ -442,8 +423,7 @@ def unselected_mass(
 def limit_selection(
     E: torch.Tensor, p: torch.Tensor, sequences: object, threshold: float = 1e-6
 ) -> list[np.ndarray]:
-    """Per sequence, the tokens whose attention mass at ``p`` is at least
-    ``threshold`` (at the end of a long flow: the tokens the limit selects)."""
+    """Per sequence, the tokens with attention mass ``>= threshold`` at ``p``."""
     problem = _attention_problem(E, sequences)
     pi = problem.attention(p).cpu().numpy()
     indptr = problem.counts.indptr.cpu().numpy()
@@ -452,8 +432,7 @@ def limit_selection(
 
 
 class OneStepSetting(NamedTuple):
-    """The embeddings after the step, the head ``v`` and the initial ``<cls>`` vector
-    ``p0``."""
+    """The embeddings after the step, the head ``v`` and the initial ``p0``."""
 
     E1: torch.Tensor
     v: torch.Tensor
@@ -470,10 +449,9 @@ def one_step_setting(
     cls_scale: float = 1.0,
     device: torch.device | str | None = None,
 ) -> OneStepSetting:
-    """The setting of the implicit-bias theorem for one seed: ``E0 ~ N(0, embed_scale^2
-    / dim)``, ``p0 ~ N(0, cls_scale^2 / dim)``, ``v ~ N(0, 1 / dim)`` (drawn at unit
-    scale and multiplied: one seed, the same directions at every scale), then one
-    gradient step of size ``eta`` on ``E`` alone on ``data``."""
+    """The implicit-bias setting for one seed: ``E0 ~ N(0, embed_scale^2 / dim)``,
+    ``p0 ~ N(0, cls_scale^2 / dim)``, ``v ~ N(0, 1 / dim)`` (drawn at unit scale: the
+    same directions at every scale), then one step of size ``eta`` on ``E``."""
     for name, value in (("embed_scale", embed_scale), ("cls_scale", cls_scale)):
         if check_finite_real(value, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {value!r}")
@@ -497,8 +475,7 @@ def value_gap(
     selected: object,
 ) -> np.ndarray:
     """Per sequence, ``min_{a in S_i} y_i b_a - max_{s not in S_i} y_i b_s`` (``b = E
-    v``; ``+inf`` when ``X_i`` holds no other token): positive everywhere when the
-    selected tokens are the loss-optimal ones."""
+    v``; ``+inf`` when ``X_i`` holds no other token)."""
     counts = as_token_counts(sequences, E.shape[0])
     y = as_signed_labels(labels, counts.n_sequences).numpy()
     sets = selection_sets(selected, counts.n_sequences)
@@ -518,9 +495,8 @@ def value_gap(
 def pair_derivatives(
     scores: object, values: object, counts: object, label: int, a: int, a2: int
 ) -> dict[str, float]:
-    """The derivative of ``y f`` for one sequence (distinct tokens' ``scores``,
-    ``values``, ``counts``) along the move raising ``a_a`` and lowering ``a_a2``:
-    ``autograd``, ``general`` closed form, ``two_token`` form, and ``other_mass``."""
+    """The derivative of ``y f`` of one sequence along raising ``a_a`` and lowering
+    ``a_a2``: by ``autograd``, the ``general``, ``two_token`` forms; ``other_mass``."""
     s = torch.as_tensor(np.asarray(scores, dtype=np.float64)).requires_grad_(True)
     b = torch.as_tensor(np.asarray(values, dtype=np.float64))
     n = torch.as_tensor(np.asarray(counts, dtype=np.float64))
@@ -546,8 +522,8 @@ def one_step_flows(
     selected: Sequence[object] | None = None,
     device: torch.device | str | None = None,
 ) -> tuple[list[OneStepSetting], list[FlowPath]]:
-    """For every data set of ``instances``, :func:`one_step_setting` drawn with seed
-    ``seed0 + i``, and the flows of all of them as one batch."""
+    """:func:`one_step_setting` of every instance (seed ``seed0 + i``), and their flows
+    as one batch."""
     settings = [
         one_step_setting(inst, dim, eta, seed=seed0 + i, device=device)
         for i, inst in enumerate(instances)

@@ -1,8 +1,7 @@
-"""The max-margin token-selection problem ``p_mm = argmin ||p||^2 / 2`` s.t. ``p .
-(E_a - E_s) >= 1`` for every sequence, selected ``a`` in ``S_i`` and other ``s``: the
-selection's constraints, the solution by cvxpy and Clarabel on unit-row constraints,
-refined on its active set, called infeasible only with a Farkas certificate, and its KKT
-residuals."""
+"""The max-margin selection problem ``p_mm = argmin ||p||^2 / 2`` s.t. ``p . (E_a -
+E_s) >= 1`` for selected ``a`` and other ``s`` of every sequence: solved by Clarabel on
+unit-row constraints, refined on its active set, infeasible only with a Farkas
+certificate."""
 
 from __future__ import annotations
 
@@ -58,9 +57,8 @@ def selection_sets(selected: object, n: int) -> list[frozenset[int]]:
 def selection_constraints(
     counts: TokenCounts, selected: object
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct max-margin constraints ``(winners, losers, rows)``: a selected token
-    that must beat a non-selected token of a common sequence, and the first such
-    sequence."""
+    """The distinct constraints ``(winners, losers, rows)``: a selected token that must
+    beat a non-selected one, and the first sequence holding both."""
     n = counts.n_sequences
     sets = selection_sets(selected, n)
     indptr = counts.indptr.cpu().numpy()
@@ -93,8 +91,8 @@ def selection_constraints(
 
 @dataclass(frozen=True)
 class MaxMarginSolution:
-    """``p_mm`` (float64 numpy), the multipliers ``dual`` of the distinct constraints,
-    their rows ``E_a - E_s`` (``differences``) and tokens."""
+    """``p_mm``, the multipliers ``dual``, rows ``E_a - E_s`` and tokens of the
+    constraints."""
 
     p: np.ndarray
     dual: np.ndarray
@@ -116,9 +114,8 @@ class MaxMarginSolution:
 def max_margin_solution(
     E: torch.Tensor | np.ndarray, sequences: object, selected: object
 ) -> MaxMarginSolution:
-    """Solve the max-margin problem for ``selected`` (a token id or a collection per
-    sequence). Invariant to the scale of ``E`` (``E -> c E`` gives ``p -> p / c``);
-    ``ValueError`` when the selection is infeasible or the input malformed."""
+    """The max-margin solution for ``selected`` (token ids per sequence); ``E -> c E``
+    gives ``p -> p / c``. ``ValueError`` for an infeasible selection or bad input."""
     import cvxpy as cp
 
     E_np = (
@@ -175,9 +172,8 @@ def max_margin_solution(
 
 
 def _normalised(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """``D p >= 1`` as ``U q >= c``: ``U = D / r`` with unit rows, ``q = p * unit``
-    (``unit = min r``), ``c = unit / r``; invariant to the scale of ``E`` and well
-    scaled with near-tied embeddings. Returns ``(U, r, c, unit)``."""
+    """``D p >= 1`` as ``U q >= c``: ``U = D / r`` (unit rows), ``q = p unit``,
+    ``unit = min r``, ``c = unit / r``. Returns ``(U, r, c, unit)``."""
     big = np.abs(D).max()  # the norms without overflow or underflow of squares
     norms = np.linalg.norm(D / big, axis=1) * big
     U = D / norms[:, None]
@@ -193,14 +189,12 @@ def _refine(
     dual: np.ndarray,
     max_steps: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The interior-point solution (accurate to ``~1e-4`` on degenerate or badly scaled
-    problems) refined by an active-set method: the KKT system of the constraints the
-    solver left active is solved exactly, constraints join or leave the set, and the
-    refined pair is returned if it meets the four KKT conditions, else the solver's."""
+    """The interior-point solution (``~1e-4`` on degenerate problems) refined on its
+    active set, solved exactly; returned if it meets the KKT conditions, else the
+    solver's."""
 
     def margin_tolerance(q: np.ndarray) -> np.ndarray:
-        # D_k . q is a sum of d products: its rounding error is below d eps sum_j |D_kj
-        # q_j|, which 1e-9 * (1 + that sum) covers for any d up to 1e6
+        # the rounding of D_k . q (< d eps sum_j |D_kj q_j|), for any d up to 1e6
         return 1e-9 * (1.0 + np.abs(D) @ np.abs(q))
 
     active = set(np.flatnonzero(D @ p <= 1 + 1e-5).tolist())
@@ -232,9 +226,8 @@ def _refine(
 
 
 def _infeasibility_certificate(U: np.ndarray) -> np.ndarray | None:
-    """Farkas weights ``z >= 0``, ``sum z = 1``, ``U^T z = 0`` (the origin in the convex
-    hull of the unit rows: ``D p >= 1`` has no solution), found by linear programming
-    and accepted when ``|U^T z| <= 1e-10`` rad; ``None`` when none is found."""
+    """Farkas weights ``z >= 0``, ``sum z = 1``, ``|U^T z| <= 1e-10`` (``D p >= 1`` has
+    no solution), by linear programming; ``None`` when none is found."""
     from scipy.optimize import linprog
 
     m, d = U.shape
@@ -258,8 +251,8 @@ def _infeasibility_certificate(U: np.ndarray) -> np.ndarray | None:
 
 
 def kkt_residuals(solution: MaxMarginSolution) -> dict[str, float]:
-    """The KKT residuals of a solution, relative to ``||p||``: ``primal``, ``dual``,
-    ``complementary`` (``max |lambda_k (D_k.p - 1)|``) and ``stationarity``."""
+    """``primal``, ``dual``, ``complementary`` and ``stationarity`` (relative to
+    ``||p||``) KKT residuals."""
     margins = solution.margins
     scale = max(float(np.linalg.norm(solution.p)), 1e-300)
     return {

@@ -1,14 +1,17 @@
-"""One exact gradient step on the embeddings, binary and K-class model (chapter 2)."""
+"""One exact gradient step on the embeddings, binary and K-class model (chapter 2), the
+lemma's initialization and the Pearson correlation its noise model predicts."""
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 import numpy as np
 import torch
 
 from attnbook.engine.counts import TokenCounts, as_token_counts, token_counts_over
-from attnbook.models.count_engine import count_heads_output, row_terms
+from attnbook.engine.segments import RowTerms
+from attnbook.models.attention import count_heads_output
 from attnbook.models.losses import logistic_loss
 from attnbook.models.multiclass import as_class_labels, cross_entropy_loss
 from attnbook.validation import (
@@ -16,6 +19,9 @@ from attnbook.validation import (
     as_signed_labels,
     check_count,
     check_finite,
+    check_finite_real,
+    check_finite_scores,
+    check_float_dtype,
     check_float_tensor,
     check_head_matrix,
     check_parameters,
@@ -28,29 +34,26 @@ __all__ = [
     "one_gradient_step_multiclass",
     "class_signed_frequency",
     "predicted_class_alignment",
+    "init_one_step",
+    "predicted_pearson",
+    "pearson",
 ]
 
 
 def _params(params: Mapping[str, torch.Tensor], head: str) -> tuple[torch.Tensor, ...]:
-    if not isinstance(params, Mapping):
-        raise ArgumentTypeError(
-            "params must be a mapping with keys 'E', 'p' and " + repr(head)
-        )
-    missing = {"E", "p", head} - set(params)
-    if missing:
-        raise ValueError(f"params lacks {sorted(missing)}")
-    for name in ("E", "p", head):
-        check_float_tensor(params[name], name)
-    return params["E"].detach(), params["p"].detach(), params[head].detach()
+    if not isinstance(params, Mapping) or {"E", "p", head} - set(params):
+        raise ArgumentTypeError(f"params must be a mapping with 'E', 'p', {head!r}")
+    E, p, W = params["E"], params["p"], params[head]
+    if head == "W":
+        check_head_matrix(W, E)
+    check_parameters(E, p, W if head == "v" else W[:, 0])
+    return E.detach(), p.detach(), W.detach()
 
 
-def _binary_data(
-    E: torch.Tensor, counts: object, labels: object
-) -> tuple[TokenCounts, torch.Tensor]:
-    """The counts (on ``E``'s device) and the -1/+1 labels in ``E``'s dtype."""
+def _binary_data(E: torch.Tensor, counts: object, labels: object) -> tuple:
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
     y = as_signed_labels(labels, counts.n_sequences, dtype=E.dtype).to(E.device)
-    return counts, y
+    return counts, y  # on E's device, labels +-1 in E's dtype
 
 
 def one_step_coefficients(
@@ -70,7 +73,9 @@ def _coefficients(
     counts: TokenCounts,
     y: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    terms = row_terms(E, p, v[:, None], counts, check_input=False)
+    scores = E @ torch.stack((p, v), dim=1)
+    check_finite_scores(scores, E=E, p=p, v=v)
+    terms = RowTerms(scores[:, 0], scores[:, 1:], counts)
     rows, tok, pi = terms.rows, terms.tokens, terms.pi
     b_tok = terms.B[tok, 0]
     f = torch.zeros_like(terms.gap[:, 0]).index_add(0, rows, pi * b_tok)
@@ -97,7 +102,6 @@ def one_gradient_step(
     E, p, v = _params(params, "v")
     if method not in ("closed_form", "autograd"):
         raise ValueError(f"method must be 'closed_form' or 'autograd', got {method!r}")
-    check_parameters(E, p, v)
     counts, y = _binary_data(E, counts, labels)
     if method == "closed_form":
         c_v, c_p = _coefficients(E, p, v, counts, y)
@@ -114,8 +118,6 @@ def one_gradient_step_multiclass(
     """``E - eta grad_E L`` for the K-class model (head ``params["W"]`` ``(d, K)``)."""
     eta = check_positive_real(eta, "step size eta")
     E, p, W = _params(params, "W")
-    check_head_matrix(W, E)
-    check_parameters(E, p, W[:, 0])
     counts = token_counts_over(counts, E.shape[0]).to(E.device)
     y = as_class_labels(labels, W.shape[1], counts.n_sequences).to(E.device)
     E_var = E.clone().requires_grad_(True)
@@ -148,9 +150,10 @@ def predicted_class_alignment(
     """The prediction ``(V, K)`` of ``E_s . v_k`` after one step: ``eta gamma W^T W``,
     or without ``cross_terms`` ``eta gamma_sk ||v_k||^2``."""
     eta = check_positive_real(eta, "step size eta")
-    gamma, W = _as_tensor(gamma, "gamma"), _as_tensor(W, "W")
+    gamma, W = check_float_tensor(gamma, "gamma"), check_float_tensor(W, "W")
     if gamma.ndim != 2 or W.ndim != 2 or gamma.shape[1] != W.shape[1]:
         raise ValueError("gamma must be (V, K) and W must be (d, K) with the same K")
+    check_finite(gamma=gamma, W=W)
     gamma = gamma.to(W.dtype).to(W.device)
     gram = W.T @ W
     if not cross_terms:
@@ -158,24 +161,66 @@ def predicted_class_alignment(
     return eta * gamma @ gram
 
 
-def _as_tensor(x: object, name: str) -> torch.Tensor:
-    """``x`` as a dense, non-empty, finite float32/float64 tensor."""
-    if isinstance(x, torch.Tensor):
-        t = x.detach()
-        if t.layout != torch.strided:
-            raise ArgumentTypeError(f"{name} must be a dense tensor")
-    else:
-        try:
-            t = torch.as_tensor(np.asarray(x, dtype=np.float64))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{name} must be numeric") from err
-    if t.dtype.is_complex or t.dtype == torch.bool:
-        raise ArgumentTypeError(f"{name} must be real, got dtype {t.dtype}")
-    if not t.dtype.is_floating_point:
-        t = t.to(torch.float64)
-    if t.dtype not in (torch.float32, torch.float64):
-        raise ArgumentTypeError(f"{name} has dtype {t.dtype}; use float32 or float64")
-    if t.numel() == 0:
-        raise ValueError(f"{name} is empty")
-    check_finite(**{name: t})
-    return t
+def init_one_step(
+    vocab_size: int,
+    dim: int,
+    *,
+    init_scale: float,
+    cls_scale: float = 1.0,
+    head_scale: float = 1.0,
+    n_classes: int | None = None,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> dict[str, torch.Tensor]:
+    """``E``, ``p`` and ``v`` (or ``W`` (d, K) for ``n_classes = K``) with stds
+    ``init_scale``, ``cls_scale`` and ``head_scale`` over ``sqrt(d)``, no gradients."""
+    check_positive_real(init_scale, "init_scale")
+    check_positive_real(head_scale, "head_scale")
+    if check_finite_real(cls_scale, "cls_scale") < 0:
+        raise ValueError(f"cls_scale must be non-negative, got {cls_scale}")
+    V, d = check_count(vocab_size, "vocab_size"), check_count(dim, "dim")
+    check_float_dtype(dtype)
+    head = ("v", (d,), head_scale)
+    if n_classes is not None:
+        head = ("W", (d, check_count(n_classes, "n_classes", minimum=2)), head_scale)
+    out = {}
+    for name, shape, scale in (("E", (V, d), init_scale), ("p", (d,), 1.0), head):
+        draw = torch.randn(shape, generator=generator, dtype=dtype) * (scale / d**0.5)
+        out[name] = draw.to(device)
+    out["p"] = out["p"] * cls_scale
+    return out
+
+
+def predicted_pearson(
+    prediction: object, init_scale: float, head_norm_sq: float, dim: int
+) -> float:
+    """The Pearson correlation of ``E^1 . v`` with ``prediction`` when the only noise is
+    ``E^0_s . v ~ N(0, init_scale^2 ||v||^2 / d)``."""
+    pred = np.asarray(prediction, dtype=np.float64).ravel()
+    dim = check_count(dim, "dim")
+    if (
+        pred.size < 2
+        or not np.isfinite(pred).all()
+        or not 0 <= init_scale < math.inf
+        or not 0 < head_norm_sq < math.inf
+    ):
+        raise ValueError(
+            "need >= 2 finite predictions, finite init_scale >= 0 and head_norm_sq > 0"
+        )
+    signal = float(pred.std())
+    noise = init_scale**2 * head_norm_sq / dim
+    return signal / float(np.sqrt(signal**2 + noise))
+
+
+def pearson(x: object, y: object) -> float:
+    """Pearson correlation of two equal-length arrays (flattened)."""
+    a = np.asarray(x, dtype=np.float64).ravel()
+    b = np.asarray(y, dtype=np.float64).ravel()
+    if a.shape != b.shape or a.size < 2:
+        raise ValueError("pearson needs two arrays of the same length >= 2")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("pearson needs finite values")
+    if a.std() == 0 or b.std() == 0:
+        raise ValueError("pearson is undefined for a constant array")
+    return float(np.corrcoef(a, b)[0, 1])

@@ -1,7 +1,6 @@
 """Where the flow on ``p`` selects the important tokens after one step: the two-token
-reduction in the value-only limit (``E0 = 0``), the map over the value ``B`` the step
-gives the relevant embeddings and the ratio ``r`` of its moved part to their random part
-(:func:`value_map`), and the boundary between the outcomes."""
+reduction at ``E0 = 0``, the map over the value ``B`` and the ratio ``r`` of the step's
+moved part to the random part (:func:`value_map`), and the boundary between outcomes."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ __all__ = [
 # on the score gap u of the positive relevant tokens, phi_B(u) = [l(B pi(u)) +
 # l(B pi(-u))] / 2 with pi(u) = 1 / (1 + (T - 1) e^{-u}) and l(z) = log(1 + e^{-z})
 def _attention(u: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """``pi(u)`` and ``pi(u) (1 - pi(u))``, both to full relative precision."""
+    """``pi(u)`` and ``pi(u) (1 - pi(u))`` to full relative precision."""
     shift = np.log(length - 1.0)
     pi = expit(u - shift)
     return pi, pi * expit(shift - u)
@@ -48,8 +47,8 @@ def _check(value: float, length: int) -> None:
 
 
 def reduced_slope(u: np.ndarray | float, value: float, length: int) -> np.ndarray:
-    """``phi_B'(u)``, from the closed form ``B/2 [-s(-B pi(u)) pi'(u) + s(-B pi(-u))
-    pi'(-u)]`` (``s`` the logistic function)."""
+    """``phi_B'(u) = B/2 [-s(-B pi(u)) pi'(u) + s(-B pi(-u)) pi'(-u)]`` (``s``
+    logistic)."""
     _check(value, length)
     u = np.asarray(u, dtype=np.float64)
     plus, dplus = _attention(u, length)
@@ -60,8 +59,7 @@ def reduced_slope(u: np.ndarray | float, value: float, length: int) -> np.ndarra
 
 
 def _has_rest_point(value: float, length: int, grid: np.ndarray) -> bool:
-    """Whether ``phi_B`` rises somewhere on ``grid`` (``u > 0``), that is, has a
-    local minimum at a finite ``u``."""
+    """Whether ``phi_B`` rises somewhere on ``grid`` (a minimum at finite ``u``)."""
     slope = reduced_slope(grid, value, length)
     return bool((slope > 1e-12 * np.abs(slope).max()).any())
 
@@ -70,8 +68,8 @@ def collapse_threshold(
     length: int, *, u_max: float = 40.0, points: int = 40_001, tol: float = 1e-6
 ) -> float:
     """``B_c(T)``: the smallest value at which ``phi_B`` stops decreasing on ``(0,
-    u_max]``, by bisection on ``B`` (the slope is sampled on ``points`` equally spaced
-    ``u``; a rise below ``1e-12`` of the largest slope is rounding)."""
+    u_max]``, by bisection on ``B`` (slope sampled at ``points`` equally spaced ``u``;
+    a rise below ``1e-12`` of the largest slope is rounding)."""
     _check(1.0, length)
     grid = np.linspace(u_max / points, u_max, points)
     lo, hi = 0.0, 1.0
@@ -86,9 +84,8 @@ def collapse_threshold(
 
 
 def reduced_rest_point(value: float, length: int, *, u_max: float = 40.0) -> float:
-    """The smallest ``u > 0`` at which ``phi_B`` has a local minimum (``inf`` when it
-    decreases on the whole of ``(0, u_max]``): where the reduced flow from a small
-    positive ``u(0)`` comes to rest."""
+    """The smallest ``u > 0`` where ``phi_B`` has a local minimum (``inf`` when it
+    decreases on all of ``(0, u_max]``): where the reduced flow comes to rest."""
     grid = np.linspace(1e-4, u_max, 400_001)
     slope = reduced_slope(grid, value, length)
     rise = np.flatnonzero(slope > 1e-12 * np.abs(slope).max())
@@ -103,8 +100,8 @@ def reduced_rest_point(value: float, length: int, *, u_max: float = 40.0) -> flo
 
 
 def rest_point_mass(value: float, length: int) -> float:
-    """``pi(-u*)``: the attention a sequence of the losing class keeps on its important
-    token at the rest point ``u*`` (zero below ``B_c(T)``)."""
+    """``pi(-u*)``: the losing class's attention on its important token at the rest
+    point ``u*`` (zero below ``B_c(T)``)."""
     rest = reduced_rest_point(value, length)
     if not np.isfinite(rest):
         return 0.0
@@ -114,9 +111,8 @@ def rest_point_mass(value: float, length: int) -> float:
 def reduced_flow(
     u0: float, value: float, length: int, speed: float, t_end: float
 ) -> float:
-    """``u(t_end)`` for the reduced flow ``du/dt = -speed * phi_B'(u)`` from ``u(0) =
-    u0`` (``speed = B^2 / ||v||^2`` for the flow on ``p``), integrated by an implicit
-    Runge-Kutta method (Radau, relative tolerance 1e-10) in ``tau = log(1 + t)``."""
+    """``u(t_end)`` of ``du/dt = -speed phi_B'(u)``, ``u(0) = u0`` (``speed = B^2 /
+    ||v||^2`` for the flow on ``p``), by Radau (rtol 1e-10) in ``tau = log(1 + t)``."""
     _check(value, length)
     if not (np.isfinite(t_end) and t_end > 0):
         raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
@@ -139,9 +135,8 @@ def reduced_flow(
 
 # ---- the map
 def classify_outcome(important_mass: np.ndarray, labels: np.ndarray) -> str:
-    """``"selects"`` when every sequence puts >= 0.99 of its attention on its important
-    token, ``"collapses"`` when every sequence of one class has < 0.5 on it (the flow
-    abandons that class), ``"loses part"`` when some do, ``"undecided"`` otherwise."""
+    """``"selects"``: every sequence >= 0.99 on its important token; ``"collapses"``:
+    every sequence of one class < 0.5; ``"loses part"``: some; else ``"undecided"``."""
     mass, labels = np.asarray(important_mass, dtype=np.float64), np.asarray(labels)
     if mass.min() >= 0.99:
         return "selects"
@@ -152,8 +147,8 @@ def classify_outcome(important_mass: np.ndarray, labels: np.ndarray) -> str:
 
 
 def decided_outcome(path, labels: np.ndarray, log_t_end: float, settle: float) -> str:
-    """:func:`classify_outcome` at the end ``log t = log_t_end`` if the run reached it
-    with the same outcome at ``log_t_end - settle``; ``"undecided"`` otherwise."""
+    """:func:`classify_outcome` at ``log t = log_t_end`` if reached with the same
+    outcome at ``log_t_end - settle``, else ``"undecided"``."""
     end = float(np.log(path.t[-1])) if path.t[-1] > 0 else -np.inf
     if end < log_t_end - 1e-9:
         return "undecided"
@@ -174,9 +169,8 @@ def _run_map(
     log_t_more: float | None,
     **flow,
 ) -> pd.DataFrame:
-    """Every (instance, setting) pair as one batch, its outcome by
-    :func:`decided_outcome`; undecided runs that reached their end go on for
-    ``e^{log_t_more}`` from there (``stage`` 2)."""
+    """Every (instance, setting) pair as one batch; undecided runs that reached their
+    end go on for ``e^{log_t_more}`` (``stage`` 2)."""
     runs, problems, selected = [], [], []
     for j, inst in enumerate(instances):
         relevant = np.flatnonzero(inst.token_class != 0)
@@ -263,11 +257,9 @@ def value_map(
     max_steps: int = 20_000,
     device: torch.device | str | None = None,
 ) -> pd.DataFrame:
-    """The map over the value ``B`` and the ratio ``r``: every grid (dict of ``values``,
-    ``ratios``, ``dims``, ``cls_scales``) run as a product, one batch per ratio, with
-    ``eta = 2 B / |alpha*|`` and ``E0`` scale ``B / r``; one row per run (the setting,
-    ``value = (eta / 2) |alpha*| ||v||^2``, ``p0_dot_v``, ``min_value_gap``,
-    ``irrelevant_spread``, ``outcome``, ``lost_sign``, ``end_dot_v``, ``stage``)."""
+    """The map over ``B`` and ``r``: every grid (``values``, ``ratios``, ``dims``,
+    ``cls_scales``) as a product, one batch per ratio, ``eta = 2 B / |alpha*|``, ``E0``
+    scale ``B / r``; one row per run (its setting, measured ``value``, outcome...)."""
     alphas = set()
     for inst in instances:
         alpha = average_signed_frequency(inst.counts, inst.labels, inst.vocab_size)
@@ -308,10 +300,8 @@ def value_map(
 
 
 def boundary_brackets(runs, values: str = "value"):
-    """Per ``ratio_scale``, the largest value of a run that collapses and the smallest
-    of one that selects: ``collapse_max``, ``select_min``, ``boundary`` (their mean)
-    and ``half_width``; only ratios with both outcomes."""
-
+    """Per ``ratio_scale`` with both outcomes: the largest collapsing and smallest
+    selecting value, their mean ``boundary`` and ``half_width``."""
     rows = []
     for ratio, part in runs.groupby("ratio_scale"):
         lost = part.loc[part["outcome"] == "collapses", values]

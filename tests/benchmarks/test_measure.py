@@ -8,7 +8,7 @@ import torch
 from _ext.record_files import compare_records
 from attnbook.engine.counts import TokenCounts
 from attnbook.models.attention import (
-    count_attention_output,
+    attention_output,
     dense_attention_output,
 )
 from attnbook.models.losses import logistic_loss
@@ -58,7 +58,7 @@ def test_engine_fallback_for_huge_p_keeps_gradients():
         True
     )  # rows underflow under the vocabulary shift
     E = E.clone().requires_grad_(True)
-    f = count_attention_output(E, p, v, counts)
+    f = attention_output(E, p, v, counts)
     g = torch.autograd.grad(logistic_loss(f, y), (E, p))
     Ed, pd = (
         E.detach().clone().requires_grad_(True),

@@ -4,7 +4,7 @@ Once attention is one-hot, the derivative of ``f_i`` in a token's score is
 ``pi_s (b_s - f_i)``, exponentially small; formed as a difference of two products it
 would be rounding error ``eps |b|``, which the gradient of ``E`` multiplies by
 ``||p||``. The engine forms it relative to each row's top-scoring token
-(:mod:`attnbook.models.count_engine`).
+(:mod:`attnbook.models.attention`).
 
 The problems put ``p`` along the first axis, so that every implementation computes the
 same scores ``a_s = p_0 E_s0`` (one rounding), and give the tokens of a row scores

@@ -24,7 +24,7 @@ from attnbook.engine.fused import (
     fused_step,
     torch_optimizer,
 )
-from attnbook.models.attention import count_attention_output, dense_attention_output
+from attnbook.models.attention import attention_output, dense_attention_output
 from attnbook.models.losses import logistic_loss
 from attnbook.models.parameters import init_parameters
 from attnbook.models.training import binary_loss_closure, fit, training_step
@@ -110,7 +110,7 @@ def _current_step(params, counts, y, kind, lr):
 
     def loss():
         E, p, v = ps
-        return logistic_loss(count_attention_output(E, p, v, counts), y)
+        return logistic_loss(attention_output(E, p, v, counts), y)
 
     return lambda step: training_step(opt, loss, step)
 

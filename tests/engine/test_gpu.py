@@ -26,7 +26,7 @@ from attnbook.engine.gpu.attention import (
 )
 from attnbook.engine.gpu.passes import count_layout, fused_backend
 from attnbook.models.attention import (
-    count_attention_output,
+    attention_output,
     count_heads_output,
     dense_attention_output,
 )
@@ -64,7 +64,7 @@ def test_gpu_form_matches_cpu_engine_and_dense(dtype, tol):
     E, p, v, seqs, y = _problem(seed=1, dtype=dtype)
     counts = TokenCounts.from_sequences(seqs, E.shape[0])
     l_gpu, g_gpu = _loss_and_grads(gpu_count_attention_output, E, p, v, counts, y)
-    l_cpu, g_cpu = _loss_and_grads(count_attention_output, E, p, v, counts, y)
+    l_cpu, g_cpu = _loss_and_grads(attention_output, E, p, v, counts, y)
     l_ref, g_ref = _loss_and_grads(dense_attention_output, E, p, v, seqs, y)
     assert abs(l_gpu - l_cpu) <= tol * abs(l_cpu)
     assert abs(l_gpu - l_ref) <= tol * abs(l_ref)
@@ -161,7 +161,7 @@ def test_triton_kernels_in_the_interpreter(tmp_path):
         from attnbook.engine.gpu import passes as gp
         dense_backend, dense_passes = gp.dense_backend, gp.dense_passes
         fused_backend = gp.fused_backend
-        from attnbook.models.attention import count_attention_output
+        from attnbook.models.attention import attention_output
         from attnbook.engine.gpu.attention import gpu_count_attention_output
         rng = np.random.default_rng(0)
         V, d, n = 200, 300, 30  # d: one full tile of columns and a partial one
@@ -175,7 +175,7 @@ def test_triton_kernels_in_the_interpreter(tmp_path):
             with dense_passes(kind):
                 assert dense_backend(E, 1) == kind
                 out = []
-                for fn in (gpu_count_attention_output, count_attention_output):
+                for fn in (gpu_count_attention_output, attention_output):
                     leaves = [t.clone().requires_grad_(True) for t in (E, p, v)]
                     f = fn(*leaves, c)
                     (f * torch.linspace(-1, 1, f.numel())).sum().backward()
@@ -242,7 +242,7 @@ def _cuda_problem(dtype=torch.float32, V=300, d=64, n=200):
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
 def test_cuda_engine_matches_cpu_engine(dtype, tol):
     E, p, v, counts, y = _cuda_problem(dtype)
-    l_cpu, g_cpu = _loss_and_grads(count_attention_output, E, p, v, counts, y)
+    l_cpu, g_cpu = _loss_and_grads(attention_output, E, p, v, counts, y)
     cuda = [t.cuda() for t in (E, p, v)]
     assert use_gpu_engine(cuda[0]) == (os.environ.get(GPU_ENGINE_ENV, "1") != "0")
     l_gpu, g_gpu = _loss_and_grads(
@@ -325,5 +325,5 @@ def test_failing_kernels_fall_back_to_the_torch_form(monkeypatch):
     with pytest.warns(RuntimeWarning, match="no compiler"):
         l_gpu, _ = _loss_and_grads(gpu_count_attention_output, E, p, v, counts, y)
     assert fused_backend(E[:, 0], E[:, :1]) == "torch"
-    l_cpu, _ = _loss_and_grads(count_attention_output, E, p, v, counts, y)
+    l_cpu, _ = _loss_and_grads(attention_output, E, p, v, counts, y)
     assert abs(l_gpu - l_cpu) <= 1e-5 * abs(l_cpu)

@@ -180,7 +180,7 @@ def test_cuda_count_products_are_bit_identical_run_to_run(dtype):
 def test_cuda_gradient_is_bit_identical_run_to_run(dtype, engine, monkeypatch):
     """The model's outputs and gradients on CUDA, by the GPU form (the default) and by
     the CPU engine's form (``ATTNBOOK_GPU_ENGINE=0``): two runs, the same bits."""
-    from attnbook.models.count_engine import count_heads_output
+    from attnbook.models.attention import count_heads_output
 
     monkeypatch.setenv("ATTNBOOK_GPU_ENGINE", engine)
     torch.use_deterministic_algorithms(True)
@@ -228,7 +228,7 @@ def test_cuda_training_is_bit_identical_run_to_run():
 @gpu
 @needs_cuda
 def test_cuda_routes_the_models_to_the_gpu_form():
-    from attnbook.models.count_engine import count_heads_output
+    from attnbook.models.attention import count_heads_output
 
     counts, rng = _cuda_corpus()
     E, p, W = (t.cuda() for t in _parameters(rng, counts.vocab_size))

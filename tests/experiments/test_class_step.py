@@ -9,7 +9,7 @@ import torch
 
 from attnbook.data.synthetic import SyntheticSpec, sample_sequences
 from attnbook.experiments import extensions
-from attnbook.theory.one_step_check import pearson
+from attnbook.theory.one_step import pearson
 
 
 def test_class_one_step_matches_its_prediction():

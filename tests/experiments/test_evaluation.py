@@ -6,7 +6,7 @@ import torch
 
 from attnbook.data.corpus import build_review_corpus
 from attnbook.experiments.evaluation import evaluate_binary
-from attnbook.models.attention import count_attention_output
+from attnbook.models.attention import attention_output
 from attnbook.models.parameters import init_parameters
 
 
@@ -23,7 +23,7 @@ def test_evaluate_binary_is_the_mean_of_the_per_document_outcomes():
     y = c.labels("test")
     ev = evaluate_binary(params, c.test, y)
     with torch.no_grad():
-        f = count_attention_output(params["E"], params["p"], params["v"], c.test)
+        f = attention_output(params["E"], params["p"], params["v"], c.test)
     margin = (y * f).double().numpy()
     correct = margin > 0
     assert np.isclose(ev["loss"], np.logaddexp(0.0, -margin).mean(), rtol=1e-5)

@@ -9,7 +9,7 @@ import torch
 from attnbook.data.synthetic import SyntheticSpec, sample_sequences
 from attnbook.experiments.one_step_runs import dimension_table
 from attnbook.theory.frequency import average_signed_frequency
-from attnbook.theory.one_step_check import init_one_step, predicted_pearson
+from attnbook.theory.one_step import init_one_step, predicted_pearson
 
 
 @pytest.fixture(scope="module")

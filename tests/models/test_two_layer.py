@@ -104,7 +104,7 @@ def test_errors():
     with pytest.raises(ValueError, match="outside"):
         two_layer_output(params, [[1, 99]])
     blocks = pair_blocks(TokenCounts.from_sequences([[1, 2]], 50))
-    with pytest.raises(ValueError, match="blocks were built"):
+    with pytest.raises(ValueError, match="PairBlocks was built"):
         two_layer_output(params, blocks)
     with pytest.raises(ValueError, match="max_slots"):
         pair_blocks(TokenCounts.from_sequences([[1, 2]], 30), max_slots=0)

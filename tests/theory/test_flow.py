@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attnbook.data.selection import assumption_one_data
-from attnbook.models.attention import attention_output, token_attention
+from attnbook.models.attention import attention_output
 from attnbook.models.losses import logistic_loss
 from attnbook.theory.flow import (
     FlowBatch,
@@ -56,9 +56,7 @@ def test_state_matches_autograd():
     np.testing.assert_allclose(
         st["f"][0, : prob.n].numpy(), attention_output(E, p, v, seqs), atol=1e-14
     )
-    np.testing.assert_allclose(
-        st["attention"].numpy(), token_attention(E, p, prob.counts), atol=1e-14
-    )
+    np.testing.assert_allclose(st["attention"].numpy(), prob.attention(p), atol=1e-14)
 
 
 def test_loss_change_matches_difference():

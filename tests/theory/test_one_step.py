@@ -14,12 +14,13 @@ from attnbook.engine.counts import TokenCounts
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.one_step import (
     class_signed_frequency,
+    init_one_step,
     one_gradient_step,
     one_gradient_step_multiclass,
     one_step_coefficients,
+    pearson,
     predicted_class_alignment,
 )
-from attnbook.theory.one_step_check import init_one_step, pearson
 
 from conftest import random_problem
 

@@ -14,7 +14,7 @@ import torch
 
 from attnbook.engine.counts import TokenCounts
 from attnbook.experiments.evaluation import evaluate_binary
-from attnbook.models.attention import count_attention_output, count_heads_output
+from attnbook.models.attention import attention_output, count_heads_output
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.training import binary_loss_closure, fit
 from attnbook.theory.one_step import one_gradient_step
@@ -44,7 +44,7 @@ def _fit(**options):
 CASES = {
     # the count engine: counts over another vocabulary (a SIGSEGV before), NaN, types
     "counts over a larger vocabulary": (
-        lambda: count_attention_output(E, p, v, LARGER),
+        lambda: attention_output(E, p, v, LARGER),
         ValueError,
         "counts was built for a vocabulary of 8 tokens, but E has 5 rows",
     ),
@@ -69,32 +69,32 @@ CASES = {
         r"W must have shape \(3, K\)",
     ),
     "NaN in E": (
-        lambda: count_attention_output(_nan(E), p, v, COUNTS),
+        lambda: attention_output(_nan(E), p, v, COUNTS),
         ValueError,
         "E holds 1 non-finite",
     ),
     "inf in p": (
-        lambda: count_attention_output(E, p * float("inf"), v, COUNTS),
+        lambda: attention_output(E, p * float("inf"), v, COUNTS),
         ValueError,
         "p holds 3 non-finite",
     ),
     "NaN in v": (
-        lambda: count_attention_output(E, p, _nan(v), COUNTS),
+        lambda: attention_output(E, p, _nan(v), COUNTS),
         ValueError,
         "W holds 1 non-finite",
     ),
     "scores overflow": (
-        lambda: count_attention_output(E * 1e300, p * 1e300, v, COUNTS),
+        lambda: attention_output(E * 1e300, p * 1e300, v, COUNTS),
         ValueError,
         "overflow",
     ),
     "E float16": (
-        lambda: count_attention_output(E.half(), p.half(), v.half(), COUNTS),
+        lambda: attention_output(E.half(), p.half(), v.half(), COUNTS),
         TypeError,
         "E has dtype torch.float16",
     ),
     "E sparse": (
-        lambda: count_attention_output(E.to_sparse(), p, v, COUNTS),
+        lambda: attention_output(E.to_sparse(), p, v, COUNTS),
         TypeError,
         "E must be a dense tensor",
     ),

@@ -30,7 +30,6 @@ from attnbook.models.attention import (
     attention_output,
     attention_weights,
     dense_attention_output,
-    token_attention,
 )
 from attnbook.models.losses import logistic_loss
 from attnbook.models.multiclass import as_class_labels, multiclass_output
@@ -38,7 +37,7 @@ from attnbook.models.parameters import init_parameters
 from attnbook.models.training import fit
 from attnbook.runtime import seed_everything
 from attnbook.theory.frequency import average_signed_frequency
-from attnbook.validation import as_signed_labels, check_parameters, validate_sequences
+from attnbook.validation import as_signed_labels, check_parameters
 
 F64 = torch.float64
 E = torch.zeros(5, 3, dtype=F64)
@@ -75,7 +74,6 @@ CASES = {
         "share one dtype",
     ),
     "weights: bad E": (lambda: attention_weights(E[0], p, [0]), r"shape \(V, d\)"),
-    "token mass: bad p": (lambda: token_attention(E, p[:1], SEQS), "p must have shape"),
     # sequences
     "sequences an array": (
         lambda: attention_output(E, p, v, np.array([[0, 1]])),
@@ -103,11 +101,11 @@ CASES = {
         "token ids must be integers",
     ),
     "2-D sequence": (
-        lambda: validate_sequences([np.zeros((2, 2), dtype=int)], 5),
+        lambda: TokenCounts.from_sequences([np.zeros((2, 2), dtype=int)], 5),
         "must be 1-D",
     ),
     "vocab size zero": (
-        lambda: validate_sequences(SEQS, 0),
+        lambda: TokenCounts.from_sequences(SEQS, 0),
         "vocab_size must be positive",
     ),
     "counts for another vocabulary": (

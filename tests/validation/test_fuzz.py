@@ -49,11 +49,9 @@ from attnbook.experiments.importance import (
 from attnbook.models.attention import (
     attention_output,
     attention_weights,
-    count_attention_output,
+    count_heads_output,
     dense_attention_output,
-    token_attention,
 )
-from attnbook.models.count_engine import count_heads_output, row_terms
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.mlp_head import (
     dense_mlp_attention_output,
@@ -79,9 +77,10 @@ from attnbook.theory.one_step import (
     one_gradient_step,
     one_gradient_step_multiclass,
     one_step_coefficients,
+    pearson,
     predicted_class_alignment,
+    predicted_pearson,
 )
-from attnbook.theory.one_step_check import pearson, predicted_pearson
 from benchmarks.cli import main as bench_main
 
 FUZZ = settings(
@@ -305,24 +304,12 @@ def _params(c: Case, a: dict, head: str = "v") -> dict[str, object]:
     return {"E": a["E"], "p": a["p"], head: a[head]}
 
 
-# the closed-form predictions take any real array: these replacements are valid there
-LOOSE = {
-    f"{slot}: {name}"
-    for slot in ("p", "v", "W")
-    for name in ("numpy", "integer", "other float dtype", "list", "transposed strides")
-}
-
 MODEL_ENTRY_POINTS = {
     # name: (call(c, a), slots, accepts lists of sequences[, replacements valid here])
     "attention_output": (
         lambda c, a: attention_output(a["E"], a["p"], a["v"], c.data),
         ("E", "p", "v", "data"),
         True,
-    ),
-    "count_attention_output": (
-        lambda c, a: count_attention_output(a["E"], a["p"], a["v"], c.data),
-        ("E", "p", "v", "data"),
-        False,
     ),
     "dense_attention_output": (
         lambda c, a: dense_attention_output(a["E"], a["p"], a["v"], c.data),
@@ -337,16 +324,6 @@ MODEL_ENTRY_POINTS = {
     "multiclass_output": (
         lambda c, a: multiclass_output(a["E"], a["p"], a["W"], c.data),
         ("E", "p", "W", "data"),
-        True,
-    ),
-    "row_terms": (
-        lambda c, a: row_terms(a["E"], a["p"], a["W"], c.data).f,
-        ("E", "p", "W", "data"),
-        False,
-    ),
-    "token_attention": (
-        lambda c, a: token_attention(a["E"], a["p"], c.data),
-        ("E", "p", "data"),
         True,
     ),
     "attention_weights": (
@@ -428,7 +405,7 @@ MODEL_ENTRY_POINTS = {
         ),
         ("W", "classes"),
         True,
-        LOOSE | {"W: d + 1"},
+        {"W: other float dtype", "W: transposed strides", "W: d + 1"},
     ),
 }
 

@@ -22,7 +22,6 @@ from attnbook.engine.counts import TokenCounts, as_token_counts
 from attnbook.models import losses
 from attnbook.models.attention import (
     attention_output,
-    count_attention_output,
     dense_attention_output,
 )
 from attnbook.models.parameters import init_parameters
@@ -45,7 +44,6 @@ from attnbook.validation import (
     check_positive_real,
     check_sequences,
     check_vocabulary,
-    validate_sequences,
 )
 
 PACKAGE = Path(__file__).resolve().parents[2] / "attnbook"
@@ -97,7 +95,6 @@ def test_each_generic_check_is_defined_once_in_the_package():
         "check_parameters",
         "check_head_matrix",
         "check_parameter_dict",
-        "validate_sequences",
         "as_signed_labels",
         "check_outputs_and_labels",
     }
@@ -179,15 +176,31 @@ def test_losses_keep_no_cache_of_checked_labels():
         ),
         (lambda: check_vocabulary(8, 5), ValueError, "counts was built for a voc"),
         (
-            lambda: check_vocabulary(8, 5, "blocks", plural=True),
+            lambda: check_vocabulary(8, 5, "PairBlocks"),
             ValueError,
-            "blocks were built for a vocabulary of 8 tokens, but E has 5 rows",
+            "PairBlocks was built for a vocabulary of 8 tokens, but E has 5 rows",
         ),
-        (lambda: validate_sequences(np.ones((2, 2), int), 5), ValueError, "a list"),
-        (lambda: validate_sequences([], 5), ValueError, "sequences is empty"),
-        (lambda: validate_sequences([[1]], 0), ValueError, "vocab_size must be pos"),
-        (lambda: validate_sequences([[1], []], 5), ValueError, "sequence 1 is empty"),
-        (lambda: validate_sequences([[0.5]], 5), ValueError, "must be integers"),
+        (
+            lambda: TokenCounts.from_sequences(np.ones((2, 2), int), 5),
+            ValueError,
+            "a list",
+        ),
+        (lambda: TokenCounts.from_sequences([], 5), ValueError, "sequences is empty"),
+        (
+            lambda: TokenCounts.from_sequences([[1]], 0),
+            ValueError,
+            "vocab_size must be pos",
+        ),
+        (
+            lambda: TokenCounts.from_sequences([[1], []], 5),
+            ValueError,
+            "sequence 1 is empty",
+        ),
+        (
+            lambda: TokenCounts.from_sequences([[0.5]], 5),
+            ValueError,
+            "must be integers",
+        ),
         (lambda: check_sequences([[1, 5]], 5), ValueError, "token id 5, outside"),
         (lambda: check_sequences([[-1]], 5), ValueError, "token id -1, outside"),
         (lambda: as_signed_labels([0, 1]), ValueError, r"2\*y - 1"),
@@ -219,7 +232,7 @@ def test_helpers_pass_good_arguments_through():
     assert check_float_dtype(torch.float32) is torch.float32
     check_parameters(E, p, v)
     check_head_matrix(v[:, None], E)
-    arrays = validate_sequences([[1, 2], torch.tensor([0])], 3)
+    arrays = check_sequences([[1, 2], torch.tensor([0])], 3)
     assert [a.dtype for a in arrays] == [np.int64, np.int64]
     y = check_outputs_and_labels(Y.float(), [1, -1])
     assert y.dtype == torch.float32 and y.tolist() == [1.0, -1.0]
@@ -237,20 +250,10 @@ def test_attention_output_checks_each_argument_once():
     )
 
 
-def test_count_attention_output_checks_each_argument_once():
-    calls = _checks_run(lambda: count_attention_output(E, p, v, COUNTS))
-    assert calls == Counter(
-        check_parameters=1,
-        check_float_tensor=3,
-        check_instance=1,  # counts is a TokenCounts
-        check_vocabulary=1,  # over E's vocabulary
-    )
-
-
 def test_a_training_closure_checks_once_when_built_and_never_per_step():
     params = init_parameters(6, 3, generator=torch.Generator().manual_seed(0))
     built = _checks_run(lambda: binary_loss_closure(params, COUNTS, Y))
-    assert built["check_parameters"] == 1 and built["as_signed_labels"] == 1
+    assert built["check_parameter_dict"] == 1 and built["as_signed_labels"] == 1
     loss = binary_loss_closure(params, COUNTS, Y)
     assert _checks_run(lambda: loss().backward()) == Counter()
 
