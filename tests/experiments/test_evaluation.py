@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from attnbook.data.corpus import build_review_corpus
-from attnbook.experiments.evaluation import evaluate_binary
+from attnbook.experiments.curves import evaluate_binary
 from attnbook.models.attention import count_attention_output
 from attnbook.models.parameters import init_parameters
 

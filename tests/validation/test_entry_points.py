@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.experiments.evaluation import evaluate_binary
+from attnbook.experiments.curves import evaluate_binary
 from attnbook.models.attention import count_attention_output, count_heads_output
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.training import binary_loss_closure, fit
