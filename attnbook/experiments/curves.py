@@ -58,18 +58,14 @@ def log_steps(budget: int, per_decade: int = 6) -> tuple[int, ...]:
 def evaluate_binary(
     params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: object
 ) -> dict[str, float]:
-    """Logistic loss, accuracy and balanced accuracy (the mean of the per-class
-    accuracies present) of the one-layer model on ``counts`` with -1/+1 ``labels``."""
+    """Logistic loss and accuracy of the one-layer model on ``counts`` with -1/+1
+    ``labels``."""
     with torch.no_grad():
         f = count_attention_output(params["E"], params["p"], params["v"], counts)
     y = check_outputs_and_labels(f, labels)
-    correct = (f * y) > 0
-    pos = y > 0
-    per_class = [correct[m].double().mean() for m in (pos, ~pos) if bool(m.any())]
     return {
         "loss": float(logistic_loss(f, y, check_input=False)),
-        "accuracy": float(correct.double().mean()),
-        "balanced_accuracy": float(sum(per_class)) / len(per_class),
+        "accuracy": float(((f * y) > 0).double().mean()),
     }
 
 
@@ -83,8 +79,8 @@ def token_scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.nda
 
 @dataclass
 class Curve:
-    """``metrics["<split>_<loss|accuracy|balanced_accuracy>"]`` and ``scores[step] =
-    (E.v, E.p)`` at the evaluation ``steps``; the final ``params``."""
+    """``metrics["<split>_<loss|accuracy>"]`` and ``scores[step] = (E.v, E.p)`` at the
+    evaluation ``steps``; the final ``params``."""
 
     steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
@@ -142,9 +138,8 @@ def train_curve(
         if step in eval_steps:
             curve.steps.append(step)
             for name, (counts, y) in data.items():
-                ev = evaluate_binary(P, counts, y)
-                for m in ("loss", "accuracy", "balanced_accuracy"):
-                    curve.metrics.setdefault(f"{name}_{m}", []).append(float(ev[m]))
+                for m, value in evaluate_binary(P, counts, y).items():
+                    curve.metrics.setdefault(f"{name}_{m}", []).append(value)
             curve.scores[step] = token_scores(P)
     curve.params = {k: t.detach().clone() for k, t in P.items()}
     return curve

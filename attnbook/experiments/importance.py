@@ -80,9 +80,8 @@ def finite_array(x: object, what: str) -> np.ndarray:
 def bin_statistics(
     x: object, values: object, n_bins: int = 20, lo: float = -1.0, hi: float = 1.0
 ) -> pd.DataFrame:
-    """Per equal bin of ``[lo, hi]`` in ``x``: ``left``, ``right``, ``center``,
-    ``count``, and ``mean``, ``std`` (population), ``sem`` of ``values`` (NaN if
-    empty)."""
+    """Per equal bin of ``[lo, hi]`` in ``x``: its ``center``, ``count``, and the
+    ``mean`` and ``std`` (population) of ``values`` (NaN if empty)."""
     xs, vs = finite_array(x, "x"), finite_array(values, "values")
     n_bins = check_count(n_bins, "n_bins")
     if xs.shape != vs.shape or not check_finite_real(lo, "lo") < check_finite_real(
@@ -98,13 +97,10 @@ def bin_statistics(
         mean = np.bincount(idx, weights=vs, minlength=n_bins) / count
         sq = np.bincount(idx, weights=(vs - mean[idx]) ** 2, minlength=n_bins)
         std = np.sqrt(sq / count)
-        sem = std / np.sqrt(count)
     edges = np.linspace(lo, hi, n_bins + 1)
-    left, right = edges[:-1], edges[1:]
-    center = 0.5 * (left + right)
+    center = 0.5 * (edges[:-1] + edges[1:])
     return pd.DataFrame(
-        dict(left=left, right=right, center=center, count=count.astype(np.int64))
-        | dict(mean=mean, std=std, sem=sem)
+        dict(center=center, count=count.astype(np.int64), mean=mean, std=std)
     )
 
 

@@ -186,8 +186,3 @@ def test_type_errors_are_value_errors_too():
     sees a wrong type."""
     with pytest.raises(ValueError):
         one_gradient_step({"E": E.numpy(), "p": p, "v": v}, COUNTS, Y, 0.5)
-
-
-def test_balanced_accuracy_with_a_single_class_is_finite():
-    out = evaluate_binary(PARAMS, COUNTS, torch.ones(2, dtype=F64))
-    assert out["balanced_accuracy"] == out["accuracy"]
