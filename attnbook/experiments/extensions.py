@@ -262,19 +262,16 @@ def trend_statistics(
         raise ValueError("importance and values must be 1-D arrays of one length")
     keep = np.isfinite(x) & np.isfinite(v)
     x, v = x[keep], v[keep]
-    if shape == "monotone":
-        bins = dict(n_bins=20, lo=-1.0, hi=1.0)
-    elif shape == "u":
-        x = np.abs(x)
-        bins = dict(n_bins=10, lo=0.0, hi=1.0)
-    else:
+    if shape not in ("monotone", "u"):
         raise ValueError(f"shape must be 'monotone' or 'u', got {shape!r}")
+    x = np.abs(x) if shape == "u" else x
+    bins = dict(n_bins=10, lo=0.0) if shape == "u" else dict(n_bins=20, lo=-1.0)
     rc = bootstrap_rank_correlation(x, v, n_boot, rng)
     return {
         "rho": rc.estimate,
         "low": rc.low,
         "high": rc.high,
-        "monotone": bin_monotonicity(x, v, min_count=min_count, **bins),
+        "monotone": bin_monotonicity(x, v, min_count=min_count, hi=1.0, **bins),
         "n_tokens": int(x.size),
     }
 

@@ -15,18 +15,14 @@ from attnbook.experiments.importance import token_importance
 from attnbook.experiments.real_data import starting_points
 from attnbook.experiments.robustness import picture_correlations
 
-#: Readable names of the runs of :func:`picture_runs`.
+#: Readable names of the runs of :func:`picture_runs` that the chapter shows.
 RUN_NAMES = {
-    "init": "initialization",
     "one_step": "one step on E",
     "theorem": "one step, then frozen E (p trained: the theorem's setting)",
     "head": "one step, then frozen E (p, v trained)",
     "gd_autograd": "trained E, p, v (gradient descent, autograd step)",
     "adam": "trained E, p, v (Adam)",
     "gd": "trained E, p, v (gradient descent)",
-    "null": "trained E, p, v on shuffled labels (Adam)",
-    "gd_stable": "trained E, p, v (gradient descent, smaller step)",
-    "gd_stable_autograd": "trained E, p, v (gradient descent, smaller step, autograd)",
 }
 #: The gradient-descent runs: key -> (step size: ``edge`` or ``stable``, rounding).
 GD_KEYS = {
@@ -40,7 +36,7 @@ GD_KEYS = {
 @dataclasses.dataclass
 class PictureRuns:
     """``scores[(run, seed)] = (E.v, E.p)``, ``curves`` and ``kinds`` (device, dtype)
-    by run (a key of :data:`RUN_NAMES`); ``nulls``: ``(importance, (E.v, E.p))`` per
+    by run; ``nulls``: ``(importance, (E.v, E.p))`` per
     label permutation, ``null_importance`` the first's."""
 
     scores: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
