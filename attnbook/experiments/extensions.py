@@ -114,14 +114,10 @@ def class_one_step(
 ) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
     """One step of size ``eta`` on ``E`` from scale 1e-4: measured ``E^1_s . v_k``, the
     prediction ``eta gamma_sk |v_k|^2`` without cross terms, and ``gamma``."""
+    gen = torch.Generator().manual_seed(seed)
+    init = dict(generator=gen, dtype=torch.float32, device=device)
     params = init_one_step(
-        corpus.vocab_size,
-        dim,
-        init_scale=1e-4,
-        n_classes=n_classes,
-        generator=torch.Generator().manual_seed(seed),
-        dtype=torch.float32,
-        device=device,
+        corpus.vocab_size, dim, init_scale=1e-4, n_classes=n_classes, **init
     )
     E1 = one_gradient_step_multiclass(
         params, corpus.train.to(device), y_train.to(device), eta
@@ -155,16 +151,10 @@ def dimension_table(
         value1 = (one_gradient_step(params, counts, labels, eta) @ v).double().cpu()
         pred = 0.5 * float(eta) * alpha.to(v.dtype).to(v.device) * (v @ v)
         pred = pred.double().cpu().numpy()
-        rows.append(
-            {
-                "d": d,
-                "d / V": d / counts.vocab_size,
-                "r measured": pearson(value1.numpy(), pred),
-                "r predicted (noise only)": predicted_pearson(
-                    pred, init_scale, float(v @ v), d
-                ),
-            }
-        )
+        measured = pearson(value1.numpy(), pred)
+        noise = predicted_pearson(pred, init_scale, float(v @ v), d)
+        r = {"r measured": measured, "r predicted (noise only)": noise}
+        rows.append({"d": d, "d / V": d / counts.vocab_size, **r})
     return pd.DataFrame(rows).set_index("d")
 
 
