@@ -80,12 +80,14 @@ def token_scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.nda
 @dataclass
 class Curve:
     """``metrics["<split>_<loss|accuracy>"]`` and ``scores[step] = (E.v, E.p)`` at the
-    evaluation ``steps``; the final ``params``."""
+    evaluation ``steps``; the final ``params``; ``step_losses[t]``, the training loss
+    of step ``t + 1`` computed before its update."""
 
     steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
     scores: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     params: dict[str, torch.Tensor] = field(default_factory=dict)
+    step_losses: list[float] = field(default_factory=list)
 
     def at(self, step: int) -> dict[str, float]:
         """The metrics recorded at ``step``."""
@@ -132,9 +134,9 @@ def train_curve(
     curve = Curve()
     for step in range(max(eval_steps) + 1):
         if step > 0 and step_once is not None:
-            step_once(step)
+            curve.step_losses.append(float(step_once(step)))
         elif step > 0:
-            training_step(opt, loss_fn, step)
+            curve.step_losses.append(float(training_step(opt, loss_fn, step)))
         if step in eval_steps:
             curve.steps.append(step)
             for name, (counts, y) in data.items():
