@@ -11,22 +11,13 @@ import pandas as pd
 import torch
 
 from attnbook.data.corpus import ReviewCorpus
+from attnbook.engine.counts import TokenCounts
 from attnbook.engine.fused import fused_one_layer_step, torch_optimizer
-from attnbook.experiments.evaluation import evaluate_binary
 from attnbook.experiments.importance import mean_within_bin_std
+from attnbook.models.attention import attention_output
+from attnbook.models.losses import logistic_loss
 from attnbook.models.training import binary_loss_closure, training_step
-
-__all__ = [
-    "Dynamics",
-    "log_steps",
-    "Curve",
-    "train_curve",
-    "first_step_reaching",
-    "spread_curves",
-    "SPREAD_READINGS",
-    "ABLATIONS",
-    "ablation_curves",
-]
+from attnbook.validation import check_outputs_and_labels
 
 _GROUPS = ("E", "p", "v")
 
@@ -41,14 +32,13 @@ class Dynamics:
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "gd"):
-            raise ValueError(
-                f"optimizer must be 'adam' or 'gd', got {self.optimizer!r}"
-            )
+            raise ValueError(f"optimizer must be 'adam' or 'gd', not {self.optimizer}")
         if unknown := sorted(set(self.lr) - set(_GROUPS)):
             raise ValueError(f"lr names unknown parameter groups {unknown}")
-        for name, value in self.lr.items():
-            if not (isinstance(value, (int, float)) and 0 < value < np.inf):
-                raise ValueError(f"lr[{name!r}] must be a positive number, got {value}")
+        if not all(
+            isinstance(x, (int, float)) and 0 < x < np.inf for x in self.lr.values()
+        ):
+            raise ValueError(f"every step size must be a positive number: {self.lr}")
 
     @classmethod
     def adam(cls, lr: float) -> "Dynamics":
@@ -65,11 +55,33 @@ def log_steps(budget: int, per_decade: int = 6) -> tuple[int, ...]:
     return (0, *(int(s) for s in steps))
 
 
+def evaluate_binary(
+    params: Mapping[str, torch.Tensor], counts: TokenCounts, labels: object
+) -> dict[str, float]:
+    """Logistic loss and accuracy of the one-layer model on ``counts`` with -1/+1
+    ``labels``."""
+    with torch.no_grad():
+        f = attention_output(params["E"], params["p"], params["v"], counts)
+    y = check_outputs_and_labels(f, labels)
+    return {
+        "loss": float(logistic_loss(f, y, check_input=False)),
+        "accuracy": float(((f * y) > 0).double().mean()),
+    }
+
+
+def token_scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    """``(E.v, E.p)`` as float64 arrays."""
+    with torch.no_grad():
+        s = params["E"] @ torch.stack((params["v"], params["p"]), dim=1)
+    s = s.to("cpu", torch.float64).numpy()
+    return s[:, 0].copy(), s[:, 1].copy()
+
+
 @dataclass
 class Curve:
-    """``metrics["<split>_<loss|accuracy|balanced_accuracy>"]`` and ``scores[step] =
-    (E.v, E.p)`` at the evaluation ``steps``; the final ``params``; ``step_losses[t]``,
-    the training loss step ``t + 1`` computed before its update."""
+    """``metrics["<split>_<loss|accuracy>"]`` and ``scores[step] = (E.v, E.p)`` at the
+    evaluation ``steps``; the final ``params``; ``step_losses[t]``, the training loss
+    of step ``t + 1`` computed before its update."""
 
     steps: list[int] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
@@ -79,17 +91,8 @@ class Curve:
 
     def at(self, step: int) -> dict[str, float]:
         """The metrics recorded at ``step``."""
-        if step not in self.steps:
-            raise ValueError(f"step {step} is not an evaluation step of this curve")
         j = self.steps.index(step)
         return {k: v[j] for k, v in self.metrics.items()}
-
-
-def _scores(params: Mapping[str, torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
-    with torch.no_grad():
-        s = params["E"] @ torch.stack((params["v"], params["p"]), dim=1)
-    s = s.to("cpu", torch.float64).numpy()
-    return s[:, 0].copy(), s[:, 1].copy()
 
 
 def train_curve(
@@ -103,19 +106,16 @@ def train_curve(
     fused: bool = True,
 ) -> Curve:
     """Train copies of ``params[trainable]`` on the logistic loss of ``corpus.train``
-    for ``max(eval_steps)`` steps of ``dynamics``, recording each split of ``splits``
-    at ``eval_steps``. With ``fused`` a step sweeps over ``E`` once where it can
+    for ``max(eval_steps)`` steps of ``dynamics``, recording ``splits`` at
+    ``eval_steps``. With ``fused`` a step sweeps over ``E`` once where it can
     (:func:`~attnbook.engine.fused.fused_one_layer_step`); else autograd."""
     if not trainable or set(trainable) - set(_GROUPS):
         raise ValueError(f"trainable must name groups among {_GROUPS}, got {trainable}")
-    missing = [g for g in trainable if g not in dynamics.lr]
-    if missing:
+    if missing := [g for g in trainable if g not in dynamics.lr]:
         raise ValueError(f"no step size for the trained groups {missing}")
-    if not eval_steps or min(eval_steps) < 0:
-        raise ValueError("eval_steps must be non-empty and non-negative")
-    P = {k: t.detach().clone() for k, t in params.items()}
-    for name, t in P.items():
-        t.requires_grad_(name in trainable)
+    P = {
+        k: t.detach().clone().requires_grad_(k in trainable) for k, t in params.items()
+    }
     device, dtype = P["E"].device, P["E"].dtype
 
     def split(s: str) -> tuple:
@@ -123,37 +123,26 @@ def train_curve(
         return getattr(corpus, s).to(device), y
 
     data = {s: split(s) for s in splits}
-    train = data["train"] if "train" in data else split("train")
-    step_once = None
-    if fused:  # None where the one-sweep step does not apply
-        step_once = fused_one_layer_step(
-            P, *train, optimizer=dynamics.optimizer, lr=dynamics.lr, trainable=trainable
-        )
+    train = data.get("train") or split("train")
+    kw = dict(optimizer=dynamics.optimizer, lr=dynamics.lr, trainable=trainable)
+    # None where the one-sweep step does not apply
+    step_once = fused_one_layer_step(P, *train, **kw) if fused else None
     if step_once is None:
         loss_fn = binary_loss_closure(P, *train)
         groups = [{"params": [P[g]], "lr": float(dynamics.lr[g])} for g in trainable]
         opt = torch_optimizer(dynamics.optimizer, groups)
-    wanted, curve = set(eval_steps), Curve()
-
-    def record(step: int) -> None:
-        curve.steps.append(step)
-        with torch.no_grad():
+    curve = Curve()
+    for step in range(max(eval_steps) + 1):
+        if step > 0 and step_once is not None:
+            curve.step_losses.append(float(step_once(step)))
+        elif step > 0:
+            curve.step_losses.append(float(training_step(opt, loss_fn, step)))
+        if step in eval_steps:
+            curve.steps.append(step)
             for name, (counts, y) in data.items():
-                ev = evaluate_binary(P, counts, y)
-                for m in ("loss", "accuracy", "balanced_accuracy"):
-                    curve.metrics.setdefault(f"{name}_{m}", []).append(float(ev[m]))
-        curve.scores[step] = _scores(P)
-
-    if 0 in wanted:
-        record(0)
-    for step in range(1, max(eval_steps) + 1):
-        if step_once is not None:
-            loss = step_once(step)
-        else:
-            loss = training_step(opt, loss_fn, step)
-        curve.step_losses.append(float(loss))
-        if step in wanted:
-            record(step)
+                for m, value in evaluate_binary(P, counts, y).items():
+                    curve.metrics.setdefault(f"{name}_{m}", []).append(value)
+            curve.scores[step] = token_scores(P)
     curve.params = {k: t.detach().clone() for k, t in P.items()}
     return curve
 
@@ -179,14 +168,6 @@ SPREAD_READINGS = {
 }
 
 
-def _spread(
-    x: np.ndarray, values: np.ndarray, reading: str, lo: float, hi: float, n_bins: int
-) -> float:
-    weighting = "bins" if reading == "bins" else "tokens"
-    s = mean_within_bin_std(x, values, n_bins, lo, hi, weighting=weighting)
-    return s / float(values.std()) if reading == "scale-free" else s
-
-
 def spread_curves(
     importance: object,
     numerator: Curve,
@@ -201,18 +182,23 @@ def spread_curves(
     columns ``step``, ``score``, ``reading``, ``ratio``."""
     x = np.asarray(importance, dtype=np.float64)
     keep = np.isfinite(x)
+
+    def spread(values: np.ndarray, reading: str) -> float:
+        weighting = "bins" if reading == "bins" else "tokens"
+        s = mean_within_bin_std(x[keep], values, n_bins, lo, hi, weighting)
+        return s / float(values.std()) if reading == "scale-free" else s
+
     rows = []
     for step in sorted(set(numerator.scores) & set(denominator.scores) - {0}):
         for j, score in enumerate(("E.v", "E.p")):
             a = numerator.scores[step][j][keep]
             b = denominator.scores[step][j][keep]
-            for reading in SPREAD_READINGS:
-                ratio = _spread(x[keep], a, reading, lo, hi, n_bins) / _spread(
-                    x[keep], b, reading, lo, hi, n_bins
+            rows += [
+                dict(
+                    step=step, score=score, reading=r, ratio=spread(a, r) / spread(b, r)
                 )
-                rows.append(
-                    {"step": step, "score": score, "reading": reading, "ratio": ratio}
-                )
+                for r in SPREAD_READINGS
+            ]
     return pd.DataFrame(rows)
 
 
@@ -226,7 +212,7 @@ ABLATIONS = {
 
 def ablation_curves(
     corpus: ReviewCorpus,
-    points: Mapping[str, Mapping[str, torch.Tensor]] | object,
+    points: object,
     dynamics: Mapping[str, Dynamics],
     eval_steps: tuple[int, ...],
     *,
@@ -234,8 +220,7 @@ def ablation_curves(
 ) -> dict[tuple[str, str], Curve]:
     """The curve of each of ``models`` under each ``dynamics[label]``, from
     ``points[start]``, keyed ``(model, label)``."""
-    unknown = set(models) - set(ABLATIONS)
-    if unknown:
+    if unknown := set(models) - set(ABLATIONS):
         raise ValueError(
             f"unknown models {sorted(unknown)}; choose among {list(ABLATIONS)}"
         )

@@ -11,8 +11,6 @@ import torch
 
 from attnbook.models.losses import logistic_loss
 
-__all__ = ["outputs_and_gradients", "unshifted_output", "hard_max_output"]
-
 
 def outputs_and_gradients(
     model: Callable,

@@ -20,45 +20,16 @@ from attnbook.validation import (
     check_generator,
 )
 
-__all__ = [
-    "finite_array",
-    "document_class_counts",
-    "token_importance",
-    "token_statistics",
-    "bin_statistics",
-    "within_bin_spread",
-    "spearman",
-    "RankCorrelation",
-    "bootstrap_rank_correlation",
-    "observed_range",
-    "mean_within_bin_std",
-    "partial_spearman",
-]
 
-
-def _signed_numpy(labels: object, n: int, both: bool = True) -> np.ndarray:
-    out = as_signed_labels(labels, n).cpu().numpy().astype(np.int64)
-    if both and np.unique(out).size < 2:
-        raise ValueError("labels hold a single class: importance is undefined")
-    return out
-
-
-def document_class_counts(
-    counts: TokenCounts, labels: object
-) -> tuple[np.ndarray, np.ndarray]:
+def document_class_counts(counts: TokenCounts, labels: object) -> tuple:
     """``(N_+(s), N_-(s))``: the positive / negative documents holding each token."""
     if not isinstance(counts, TokenCounts):
-        raise ArgumentTypeError(
-            f"counts must be a TokenCounts, got {type(counts).__name__}"
-        )
-    y = _signed_numpy(labels, counts.n_sequences, both=False)
-    rows = counts.row_ids.cpu().numpy()
-    toks = counts.token_ids.cpu().numpy()
-    positive = y[rows] == 1
-    V = counts.vocab_size
+        raise ArgumentTypeError(f"counts must be a TokenCounts, not {type(counts)}")
+    y = as_signed_labels(labels, counts.n_sequences).cpu().numpy().astype(np.int64)
+    positive = y[counts.row_ids.cpu().numpy()] == 1
+    toks, V = counts.token_ids.cpu().numpy(), counts.vocab_size
     n_pos = np.bincount(toks[positive], minlength=V).astype(np.int64)
-    n_neg = np.bincount(toks[~positive], minlength=V).astype(np.int64)
-    return n_pos, n_neg
+    return n_pos, np.bincount(toks[~positive], minlength=V).astype(np.int64)
 
 
 def token_importance(
@@ -68,10 +39,11 @@ def token_importance(
     counts over class sizes, ``balanced``) ``I = (r_+ - r_-) / (r_+ + r_-)``, else
     ``(N_+ - N_-) / (N_+ + N_-)``; ``NaN`` for a token in no document."""
     n_pos, n_neg = document_class_counts(counts, labels)
-    y = _signed_numpy(labels, counts.n_sequences)
+    y = as_signed_labels(labels, counts.n_sequences).cpu().numpy()
+    if np.unique(y).size < 2:
+        raise ValueError("labels hold a single class: importance is undefined")
     if balanced:
-        r_pos = n_pos / float((y == 1).sum())
-        r_neg = n_neg / float((y == -1).sum())
+        r_pos, r_neg = n_pos / float((y == 1).sum()), n_neg / float((y == -1).sum())
     else:
         r_pos, r_neg = n_pos.astype(np.float64), n_neg.astype(np.float64)
     total = r_pos + r_neg
@@ -84,99 +56,79 @@ def token_importance(
 def token_statistics(corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Importance, average signed frequency and document frequency of every token of
     a corpus's training split."""
-    importance = token_importance(corpus.train, corpus.train_labels)
-    alpha = average_signed_frequency(
-        corpus.train, corpus.train_labels, corpus.vocab_size
-    ).numpy()
-    n_pos, n_neg = document_class_counts(corpus.train, corpus.train_labels)
-    return importance, alpha, (n_pos + n_neg).astype(np.float64)
+    x, y = corpus.train, corpus.train_labels
+    n_pos, n_neg = document_class_counts(x, y)
+    alpha = average_signed_frequency(x, y, corpus.vocab_size).numpy()
+    return token_importance(x, y), alpha, (n_pos + n_neg).astype(np.float64)
 
 
 def finite_array(x: object, what: str) -> np.ndarray:
     """``x`` as a non-empty, finite, 1-D float64 array (``what`` names it)."""
     if isinstance(x, torch.Tensor):
-        if x.dtype.is_complex:
-            raise ArgumentTypeError(f"{what} must be real, got dtype {x.dtype}")
-        x = x.detach().cpu().double().numpy()
+        x = x.detach().cpu().numpy()
     raw = np.asarray(x)
     if raw.dtype.kind not in "biuf":
         raise ArgumentTypeError(f"{what} must hold real numbers, got dtype {raw.dtype}")
     arr = raw.astype(np.float64)
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{what} must be a non-empty 1-D array, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{what} holds non-finite values (drop NaN tokens first)")
+    if arr.ndim != 1 or arr.size == 0 or not np.isfinite(arr).all():
+        raise ValueError(
+            f"{what} must be a non-empty 1-D array with no non-finite value"
+        )
     return arr
-
-
-def _bin_index(x: np.ndarray, n_bins: int, lo: float, hi: float) -> np.ndarray:
-    n_bins = check_count(n_bins, "n_bins")
-    if not (check_finite_real(lo, "lo") < check_finite_real(hi, "hi")):
-        raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
-    if x.min() < lo or x.max() > hi:
-        raise ValueError(f"x must lie in [{lo}, {hi}], found [{x.min()}, {x.max()}]")
-    idx = np.floor((x - lo) / (hi - lo) * n_bins).astype(np.int64)
-    return np.minimum(idx, n_bins - 1)  # x == hi goes into the last bin
 
 
 def bin_statistics(
     x: object, values: object, n_bins: int = 20, lo: float = -1.0, hi: float = 1.0
 ) -> pd.DataFrame:
-    """Per equal bin of ``[lo, hi]`` in ``x``: ``left``, ``right``, ``center``,
-    ``count``, and ``mean``, ``std`` (population), ``sem`` of ``values`` (NaN if
-    empty)."""
-    xs = finite_array(x, "x")
-    vs = finite_array(values, "values")
-    if xs.shape != vs.shape:
-        raise ValueError(f"x and values differ in shape: {xs.shape} vs {vs.shape}")
-    idx = _bin_index(xs, n_bins, lo, hi)
+    """Per equal bin of ``[lo, hi]`` in ``x``: its ``center``, ``count``, and the
+    ``mean`` and ``std`` (population) of ``values`` (NaN if empty)."""
+    xs, vs = finite_array(x, "x"), finite_array(values, "values")
+    n_bins = check_count(n_bins, "n_bins")
+    if xs.shape != vs.shape or not check_finite_real(lo, "lo") < check_finite_real(
+        hi, "hi"
+    ):
+        raise ValueError("x and values must have one shape, and lo < hi")
+    if xs.min() < lo or xs.max() > hi:
+        raise ValueError(f"x must lie in [{lo}, {hi}], found [{xs.min()}, {xs.max()}]")
+    idx = np.floor((xs - lo) / (hi - lo) * n_bins).astype(np.int64)
+    idx = np.minimum(idx, n_bins - 1)  # x == hi goes into the last bin
     count = np.bincount(idx, minlength=n_bins)
-    total = np.bincount(idx, weights=vs, minlength=n_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / count
+        mean = np.bincount(idx, weights=vs, minlength=n_bins) / count
         sq = np.bincount(idx, weights=(vs - mean[idx]) ** 2, minlength=n_bins)
         std = np.sqrt(sq / count)
-        sem = std / np.sqrt(count)
     edges = np.linspace(lo, hi, n_bins + 1)
+    center = 0.5 * (edges[:-1] + edges[1:])
     return pd.DataFrame(
-        {
-            "left": edges[:-1],
-            "right": edges[1:],
-            "center": 0.5 * (edges[:-1] + edges[1:]),
-            "count": count.astype(np.int64),
-            "mean": mean,
-            "std": std,
-            "sem": sem,
-        }
+        dict(center=center, count=count.astype(np.int64), mean=mean, std=std)
     )
 
 
 def within_bin_spread(
-    x: object,
-    values: object,
-    n_bins: int = 20,
-    lo: float = -1.0,
-    hi: float = 1.0,
+    x: object, values: object, n_bins: int = 20, lo: float = -1.0, hi: float = 1.0
 ) -> float:
     """The pooled within-bin standard deviation of ``values`` over their overall one:
     ``sqrt(1 - eta^2)``, in [0, 1]."""
-    vs = finite_array(values, "values")
-    stats = bin_statistics(x, vs, n_bins, lo, hi)
+    stats = bin_statistics(x, values, n_bins, lo, hi)
     counts = stats["count"].to_numpy()
     stds = np.nan_to_num(stats["std"].to_numpy())
     pooled = float(np.sqrt((counts * stds**2).sum() / counts.sum()))
-    overall = float(vs.std())
+    overall = float(finite_array(values, "values").std())
     if overall == 0:
         raise ValueError("values are constant: the relative spread is undefined")
     return pooled / overall
 
 
+def _paired(x: object, y: object, n: int) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = finite_array(x, "x"), finite_array(y, "y")
+    if xs.shape != ys.shape or xs.size < n:
+        raise ValueError(f"x and y must have the same length, at least {n}")
+    return xs, ys
+
+
 def spearman(x: object, y: object) -> float:
     """Spearman's rank correlation (average ranks for ties)."""
-    xs = finite_array(x, "x")
-    ys = finite_array(y, "y")
-    if xs.shape != ys.shape or xs.size < 3:
-        raise ValueError("x and y must have the same length, at least 3")
+    xs, ys = _paired(x, y, 3)
     return float(np.corrcoef(rankdata(xs), rankdata(ys))[0, 1])
 
 
@@ -190,35 +142,26 @@ class RankCorrelation:
 
 
 def bootstrap_rank_correlation(
-    x: object,
-    y: object,
-    n_boot: int,
-    rng: np.random.Generator,
+    x: object, y: object, n_boot: int, rng: np.random.Generator
 ) -> RankCorrelation:
     """Spearman's correlation of ``(x, y)`` and the 2.5% and 97.5% quantiles of its
     ``n_boot`` replicates on pairs resampled by ``rng``."""
-    xs = finite_array(x, "x")
-    ys = finite_array(y, "y")
-    if xs.shape != ys.shape or xs.size < 3:
-        raise ValueError("x and y must have the same length, at least 3")
+    xs, ys = _paired(x, y, 3)
     n_boot = check_count(n_boot, "n_boot", minimum=10)
     check_generator(rng)
-    n, chunk, level = xs.size, 100, 0.95
     reps = np.empty(n_boot)
-    for start in range(0, n_boot, chunk):
-        m = min(chunk, n_boot - start)
-        idx = rng.integers(0, n, size=(m, n))
-        rx = rankdata(xs[idx], axis=1)
-        ry = rankdata(ys[idx], axis=1)
+    for start in range(0, n_boot, 100):
+        idx = rng.integers(0, xs.size, size=(min(100, n_boot - start), xs.size))
+        rx, ry = rankdata(xs[idx], axis=1), rankdata(ys[idx], axis=1)
         rx -= rx.mean(axis=1, keepdims=True)
         ry -= ry.mean(axis=1, keepdims=True)
         denom = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps[start : start + m] = (rx * ry).sum(axis=1) / denom
+            reps[start : start + len(idx)] = (rx * ry).sum(axis=1) / denom
     reps = reps[np.isfinite(reps)]  # a constant replicate has no correlation
     if reps.size == 0:
         raise ValueError("every bootstrap replicate was degenerate (constant x or y)")
-    lo_q, hi_q = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
+    lo_q, hi_q = np.quantile(reps, [(1 - 0.95) / 2, (1 + 0.95) / 2])
     return RankCorrelation(spearman(xs, ys), float(lo_q), float(hi_q))
 
 
@@ -232,13 +175,7 @@ def observed_range(x: object) -> tuple[float, float]:
 
 
 def mean_within_bin_std(
-    x: object,
-    values: object,
-    n_bins: int = 20,
-    lo: float = -1.0,
-    hi: float = 1.0,
-    *,
-    weighting: str = "tokens",
+    x: object, values: object, n_bins: int, lo: float, hi: float, weighting="tokens"
 ) -> float:
     """The mean of the per-bin standard deviations of ``values`` over bins of two or
     more tokens, weighted by their counts (``"tokens"``) or alike (``"bins"``)."""
@@ -250,21 +187,17 @@ def mean_within_bin_std(
     return float(np.average(stats["std"].to_numpy(), weights=w))
 
 
-def _residual_ranks(r: np.ndarray, rz: np.ndarray) -> np.ndarray:
-    design = np.column_stack([np.ones_like(rz), rz])
-    coef, *_ = np.linalg.lstsq(design, r, rcond=None)
-    return r - design @ coef
-
-
 def partial_spearman(x: object, y: object, z: object) -> float:
     """Spearman's correlation of ``x`` and ``y`` given ``z``: that of their ranks'
     residuals after a linear regression on the ranks of ``z``."""
-    xs, ys, zs = (finite_array(a, n) for a, n in ((x, "x"), (y, "y"), (z, "z")))
-    if not xs.shape == ys.shape == zs.shape or xs.size < 4:
-        raise ValueError("x, y and z must have the same length, at least 4")
+    xs, ys = _paired(x, y, 4)
+    zs = _paired(z, xs, 4)[0]
     rz = rankdata(zs)
-    ex = _residual_ranks(rankdata(xs), rz)
-    ey = _residual_ranks(rankdata(ys), rz)
+    design = np.column_stack([np.ones_like(rz), rz])
+    ex, ey = (
+        r - design @ np.linalg.lstsq(design, r, rcond=None)[0]
+        for r in (rankdata(xs), rankdata(ys))
+    )
     denom = float(np.sqrt((ex**2).sum() * (ey**2).sum()))
     if denom == 0:
         raise ValueError(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 from typing import Mapping
 
 import numpy as np
@@ -10,36 +10,19 @@ import pandas as pd
 import torch
 
 from attnbook.data.corpus import ReviewCorpus
-from attnbook.experiments.curves import Curve, Dynamics, train_curve
+from attnbook.experiments.curves import Curve, Dynamics, token_scores, train_curve
 from attnbook.experiments.importance import token_importance
 from attnbook.experiments.real_data import starting_points
-from attnbook.experiments.robustness import (
-    picture_correlations,
-    with_shuffled_labels,
-)
+from attnbook.experiments.robustness import picture_correlations
 
-__all__ = [
-    "PictureRuns",
-    "picture_runs",
-    "RUN_NAMES",
-    "GD_KEYS",
-    "MAIN_STATISTICS",
-    "picture_along_training",
-    "steps_where_picture_holds",
-]
-
-#: Readable names of the runs of :func:`picture_runs`.
+#: Readable names of the runs of :func:`picture_runs` that the chapter shows.
 RUN_NAMES = {
-    "init": "initialization",
     "one_step": "one step on E",
     "theorem": "one step, then frozen E (p trained: the theorem's setting)",
     "head": "one step, then frozen E (p, v trained)",
     "gd_autograd": "trained E, p, v (gradient descent, autograd step)",
     "adam": "trained E, p, v (Adam)",
     "gd": "trained E, p, v (gradient descent)",
-    "null": "trained E, p, v on shuffled labels (Adam)",
-    "gd_stable": "trained E, p, v (gradient descent, smaller step)",
-    "gd_stable_autograd": "trained E, p, v (gradient descent, smaller step, autograd)",
 }
 #: The gradient-descent runs: key -> (step size: ``edge`` or ``stable``, rounding).
 GD_KEYS = {
@@ -50,10 +33,10 @@ GD_KEYS = {
 }
 
 
-@dataclass
+@dataclasses.dataclass
 class PictureRuns:
     """``scores[(run, seed)] = (E.v, E.p)``, ``curves`` and ``kinds`` (device, dtype)
-    by run (a key of :data:`RUN_NAMES`); ``nulls``: ``(importance, (E.v, E.p))`` per
+    by run; ``nulls``: ``(importance, (E.v, E.p))`` per
     label permutation, ``null_importance`` the first's."""
 
     scores: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
@@ -96,7 +79,7 @@ def picture_runs(
     for step, (dynamics, budget) in descents.items():
         if step not in names or dynamics.optimizer != "gd" or budget < 1:
             raise ValueError(f"descents[{step!r}]: gradient descent, edge or stable")
-    scores, curves, kinds, nulls, end, EPV = {}, {}, {}, [], (0, steps), ("E", "p", "v")
+    scores, curves, kinds, nulls, EPV = {}, {}, {}, [], ("E", "p", "v")
 
     def run(key, start, trainable, dynamics, steps, data=corpus, fused=True):
         curve = curves[key] = train_curve(
@@ -104,10 +87,10 @@ def picture_runs(
             data,
             trainable=trainable,
             dynamics=dynamics,
-            eval_steps=steps,
+            eval_steps=(0, steps),
             fused=fused,
         )
-        scores[key], E = curve.scores[max(steps)], start["E"]
+        scores[key], E = curve.scores[steps], start["E"]
         kinds[key] = (E.device.type, str(E.dtype).removeprefix("torch."))
         if key[0] in GD_KEYS:  # a copy of E per run would only take memory
             curve.params = {}
@@ -115,33 +98,43 @@ def picture_runs(
     def gradient_descent(seed, points):
         for step, (dynamics, budget) in descents.items():
             for suffix, fused in (("", True), ("_autograd", False)):
-                key = (names[step] + suffix, seed)
-                run(key, points.init, EPV, dynamics, (0, budget), fused=fused)
+                run(
+                    (names[step] + suffix, seed),
+                    points.init,
+                    EPV,
+                    dynamics,
+                    budget,
+                    fused=fused,
+                )
 
-    model = dict(dim=dim, sigma=sigma, eta=eta, device=device, dtype=dtype)
     for seed in seeds:
         gen = torch.Generator().manual_seed(seed)
-        points = starting_points(corpus, generator=gen, **model)
-        run(("adam", seed), points.init, EPV, adam, end)
+        points = starting_points(
+            corpus,
+            dim=dim,
+            sigma=sigma,
+            eta=eta,
+            generator=gen,
+            device=device,
+            dtype=dtype,
+        )
+        run(("adam", seed), points.init, EPV, adam, steps)
         if seed != seeds[0]:
             if descents_all_seeds:
                 gradient_descent(seed, points)
             continue
         scores[("init", seed)] = curves[("adam", seed)].scores[0]
-        one = train_curve(
-            points.one_step, corpus, trainable=("p",), dynamics=adam, eval_steps=(0,)
-        )
-        scores[("one_step", seed)] = one.scores[0]
+        scores[("one_step", seed)] = token_scores(points.one_step)
         if head is not None:
             for key, trainable in (("theorem", ("p",)), ("head", ("p", "v"))):
-                run((key, seed), points.one_step, trainable, head, (0, head_steps))
+                run((key, seed), points.one_step, trainable, head, head_steps)
         gradient_descent(seed, points)
         for k in range(null_permutations):
-            shuffled = with_shuffled_labels(corpus, null_rng)
+            y = null_rng.permutation(corpus.train_labels)
+            shuffled = dataclasses.replace(corpus, train_labels=y)
             key = ("null", seed) if k == 0 else (f"null {k}", seed)
-            run(key, points.init, EPV, adam, end, data=shuffled)
-            imp = token_importance(shuffled.train, shuffled.train_labels)
-            nulls.append((imp, scores[key]))
+            run(key, points.init, EPV, adam, steps, data=shuffled)
+            nulls.append((token_importance(shuffled.train, y), scores[key]))
     null_importance = nulls[0][0] if nulls else np.full(corpus.vocab_size, np.nan)
     return PictureRuns(scores, curves, null_importance, nulls, kinds)
 
@@ -151,34 +144,27 @@ MAIN_STATISTICS = ("value", "cls", "value_given_df", "cls_given_df")
 
 
 def picture_along_training(
-    curves: Mapping[int, Curve],
-    importance: np.ndarray,
-    document_frequency: np.ndarray,
+    curves: Mapping[int, Curve], importance: np.ndarray, document_frequency: np.ndarray
 ) -> pd.DataFrame:
     """:func:`picture_correlations` at every evaluation step from 1 on of each seed's
     curve: a long table with columns ``seed``, ``step``, ``statistic``, ``value``."""
     rows = []
     for seed, curve in curves.items():
-        for step in curve.steps:
-            if step == 0:
-                continue
+        for step in curve.steps[1:] if curve.steps[0] == 0 else curve.steps:
             corr = picture_correlations(
                 importance, *curve.scores[step], document_frequency
             )
             rows += [
-                {"seed": seed, "step": step, "statistic": k, "value": float(v)}
+                dict(seed=seed, step=step, statistic=k, value=float(v))
                 for k, v in corr.items()
             ]
     return pd.DataFrame(rows)
 
 
 def steps_where_picture_holds(
-    along: pd.DataFrame,
-    threshold: float,
-    statistics: tuple[str, ...] = MAIN_STATISTICS,
+    along: pd.DataFrame, threshold: float, statistics: tuple[str, ...] = MAIN_STATISTICS
 ) -> list[int]:
     """The steps of a :func:`picture_along_training` table at which every one of
     ``statistics`` is at least ``threshold`` on every seed."""
-    sub = along[along["statistic"].isin(statistics)]
-    low = sub.groupby("step")["value"].min()
+    low = along[along["statistic"].isin(statistics)].groupby("step")["value"].min()
     return [int(s) for s in low.index[low >= threshold]]

@@ -12,8 +12,6 @@ from attnbook.data.corpus import ReviewCorpus
 from attnbook.models.parameters import init_parameters
 from attnbook.theory.one_step import one_gradient_step
 
-__all__ = ["StartingPoints", "starting_points", "one_step_eta"]
-
 
 @dataclass(frozen=True)
 class StartingPoints:

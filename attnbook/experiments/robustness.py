@@ -1,9 +1,7 @@
 """The real-data picture's rank correlations, and the data its controls run on
-(class-balanced reviews, shuffled labels)."""
+(class-balanced reviews)."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 
@@ -16,27 +14,15 @@ from attnbook.data.corpus import (
 from attnbook.experiments.importance import partial_spearman, spearman
 from attnbook.validation import check_generator
 
-__all__ = [
-    "balanced_indices",
-    "reviews_for_vocabulary",
-    "with_shuffled_labels",
-    "PICTURE_STATISTICS",
-    "PICTURE_MATH",
-    "picture_correlations",
-]
-
 
 def balanced_indices(labels: object, rng: np.random.Generator) -> np.ndarray:
     """Sorted rows of a class-balanced sample: the smaller class and as many rows of
     the larger drawn from ``rng``."""
     check_generator(rng)
-    y = np.asarray(labels)
-    classes, sizes = np.unique(y, return_counts=True)
+    classes, sizes = np.unique(labels, return_counts=True)
     if classes.size != 2:
-        raise ValueError(
-            f"labels must hold exactly two classes, got {classes.tolist()}"
-        )
-    k = int(sizes.min())
+        raise ValueError(f"labels must hold two classes, got {classes.tolist()}")
+    y, k = np.asarray(labels), int(sizes.min())
     rows = [rng.choice(np.flatnonzero(y == c), size=k, replace=False) for c in classes]
     return np.sort(np.concatenate(rows))
 
@@ -47,29 +33,12 @@ def reviews_for_vocabulary(
     """The review data set ``name`` (with ``rng``: class-balanced splits) over the
     tokens of at least ``min_df`` training documents, the ``min_df`` whose vocabulary
     is nearest ``target_vocab``; returns it and ``min_df``."""
-    parts = {}
-    for split in ("train", "test"):
-        part = load_split(name, split)
-        if rng is not None:
-            part = part.select(balanced_indices(part.labels01, rng))
-        parts[split] = part
-    min_df, _ = min_df_for_tokens(parts["train"].tokens, target_vocab)
-    corpus = corpus_from_splits(
-        parts["train"],
-        parts["test"],
-        min_df=min_df,
-        name=name if rng is None else f"{name} (balanced)",
-    )
-    return corpus, min_df
-
-
-def with_shuffled_labels(
-    corpus: ReviewCorpus, rng: np.random.Generator
-) -> ReviewCorpus:
-    """``corpus`` with its training labels permuted by ``rng``."""
-    return dataclasses.replace(
-        corpus, train_labels=rng.permutation(corpus.train_labels)
-    )
+    parts = [load_split(name, split) for split in ("train", "test")]
+    if rng is not None:
+        parts = [part.select(balanced_indices(part.labels01, rng)) for part in parts]
+    min_df, _ = min_df_for_tokens(parts[0].tokens, target_vocab)
+    label = name if rng is None else f"{name} (balanced)"
+    return corpus_from_splits(*parts, min_df=min_df, name=label), min_df
 
 
 #: The statistics of :func:`picture_correlations`, by key, in words.
@@ -97,15 +66,14 @@ def picture_correlations(
 ) -> dict[str, float]:
     """The rank correlations of :data:`PICTURE_STATISTICS` over the tokens of finite
     importance."""
-    imp = np.asarray(importance, dtype=np.float64)
-    value, cls = np.asarray(value, np.float64), np.asarray(cls, np.float64)
-    df = np.asarray(document_frequency, dtype=np.float64)
-    if not imp.shape == value.shape == cls.shape == df.shape:
+    arrays = [np.asarray(a, np.float64) for a in (importance, value, cls)]
+    arrays.append(np.asarray(document_frequency, np.float64))
+    if len({a.shape for a in arrays}) != 1:
         raise ValueError(
             "importance, value, cls and document_frequency differ in shape"
         )
-    keep = np.isfinite(imp)
-    imp, value, cls, df = imp[keep], value[keep], cls[keep], df[keep]
+    keep = np.isfinite(arrays[0])
+    imp, value, cls, df = (a[keep] for a in arrays)
     neg, pos = imp < 0, imp > 0
     log_df = np.log(np.maximum(df, 1.0))
     return {

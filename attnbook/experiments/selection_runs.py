@@ -23,21 +23,9 @@ from attnbook.theory.max_margin import (
 )
 from attnbook.theory.selection_map import reduced_flow, reduced_rest_point
 
-__all__ = [
-    "multipliers",
-    "separable",
-    "theorem_row",
-    "two_relevant_row",
-    "pair_derivative_rows",
-    "partial_row",
-    "reduction_row",
-    "outcome_table",
-]
-
 
 def multipliers(solution: MaxMarginSolution) -> dict[tuple[int, int], float]:
-    """Each constraint's multiplier, keyed by (token that must win, token that must
-    lose)."""
+    """Each constraint's multiplier, keyed by (winning token, losing token)."""
     pairs = zip(solution.winners.tolist(), solution.losers.tolist())
     return dict(zip(pairs, solution.dual))
 
@@ -59,11 +47,10 @@ def theorem_row(
     path: FlowPath,
     late_from: float,
 ) -> dict[str, float]:
-    """The implicit-bias theorem's hypotheses and conclusions on one instance (a path
-    recorded with its selection and direction): over the late checkpoints (``log t >=
-    late_from``) ``max_rel_increase`` of ``1 - cos(p, p_mm)``, ``slope_ratio`` (slope
-    of ``||p||`` in ``log t`` over ``||p_mm||``), ``angle_exponent`` (``1 - cos ~ (log
-    t)^-k``)."""
+    """The implicit-bias theorem's hypotheses and conclusions on one instance: over
+    the checkpoints with ``log t >= late_from``, the largest relative increase of ``1 -
+    cos(p, p_mm)``, the slope of ``||p||`` in ``log t`` over ``||p_mm||``, and ``k`` in
+    ``1 - cos ~ (log t)^-k``."""
     p_end = torch.as_tensor(path.p[-1], device=E1.device)
     counts, important = instance.counts, instance.important
     cos = path.cosines(solution.p)

@@ -12,13 +12,6 @@ import torch
 from attnbook.data.synthetic import SyntheticData, SyntheticSpec, sample_sequences
 from attnbook.engine.counts import TokenCounts
 
-__all__ = [
-    "CountsCorpus",
-    "one_relevant_spec",
-    "synthetic_corpus",
-    "relevant_per_sequence",
-]
-
 
 @dataclass(frozen=True)
 class CountsCorpus:
@@ -33,13 +26,7 @@ class CountsCorpus:
     def vocab_size(self) -> int:
         return self.train.vocab_size
 
-    def labels(
-        self,
-        split: str,
-        *,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str | None = None,
-    ) -> torch.Tensor:
+    def labels(self, split: str, *, dtype=torch.float32, device=None) -> torch.Tensor:
         """The +-1 labels of ``split`` (``"train"`` or ``"test"``) as a tensor."""
         arr = np.asarray(getattr(self, f"{split}_labels"))
         return torch.from_numpy(arr).to(dtype=dtype, device=device)
@@ -51,8 +38,6 @@ def one_relevant_spec(n_relevant: int, n_neutral: int, length: int) -> Synthetic
     relevant (of the sequence's class) with probability ``1 / length``."""
     if length < 2:
         raise ValueError(f"length must be at least 2, got {length}")
-    if n_relevant < 1 or n_neutral < 1:
-        raise ValueError("n_relevant and n_neutral must be positive")
     return SyntheticSpec(
         n_positive=n_relevant,
         n_negative=n_relevant,
@@ -64,13 +49,10 @@ def one_relevant_spec(n_relevant: int, n_neutral: int, length: int) -> Synthetic
     )
 
 
-def _draw(
-    spec: SyntheticSpec, n: int, rng: np.random.Generator, exactly_one: bool
-) -> SyntheticData:
+def _draw(spec: SyntheticSpec, n: int, rng: np.random.Generator, exactly_one: bool):
     if not exactly_one:
         return sample_sequences(spec, n, rng)
-    seqs: list[np.ndarray] = []
-    labels: list[int] = []
+    seqs, labels = [], []
     while len(seqs) < n:
         batch = sample_sequences(spec, 2 * n, rng)
         keep = np.flatnonzero(relevant_per_sequence(batch) == 1)
@@ -90,10 +72,8 @@ def synthetic_corpus(
     """``n_train`` training and ``n_test`` test sequences of ``spec`` drawn from
     ``rng`` (``exactly_one``: only those with one relevant token, drawing until there
     are enough), as a corpus, and the training sample."""
-    if n_train < 2 or n_test < 1:
-        raise ValueError("need n_train >= 2 and n_test >= 1")
-    if exactly_one and spec.relevant_rate == 0:
-        raise ValueError("exactly_one needs relevant_rate > 0")
+    if n_train < 2 or n_test < 1 or (exactly_one and spec.relevant_rate == 0):
+        raise ValueError("need n_train >= 2, n_test >= 1, and relevant tokens")
     train = _draw(spec, n_train, rng, exactly_one)
     test = _draw(spec, n_test, rng, exactly_one)
     corpus = CountsCorpus(train.counts, test.counts, train.labels, test.labels)

@@ -74,7 +74,7 @@ def test_bin_statistics_hand_computed():
     vals = np.array([1.0, 3.0, 5.0, 2.0, 4.0, 7.0])
     st = bin_statistics(x, vals, n_bins=4)
     assert isinstance(st, pd.DataFrame) and len(st) == 4
-    assert st["left"].tolist() == [-1.0, -0.5, 0.0, 0.5]
+    assert st["center"].tolist() == [-0.75, -0.25, 0.25, 0.75]
     assert st["count"].tolist() == [2, 1, 2, 1]  # x == 1 lands in the last bin
     np.testing.assert_allclose(st["mean"], [2.0, 5.0, 3.0, 7.0])
     np.testing.assert_allclose(st["std"], [1.0, 0.0, 1.0, 0.0])

@@ -1,4 +1,4 @@
-"""The one step at several dimensions (attnbook.experiments.one_step_runs)."""
+"""The one step at several dimensions (attnbook.experiments.extensions)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnbook.data.synthetic import SyntheticSpec, sample_sequences
-from attnbook.experiments.one_step_runs import dimension_table
+from attnbook.experiments.extensions import dimension_table
 from attnbook.theory.frequency import average_signed_frequency
 from attnbook.theory.one_step import init_one_step, predicted_pearson
 

@@ -1,4 +1,4 @@
-"""The XOR section's models and readings (attnbook.experiments.xor_runs) and the
+"""The XOR section's models and readings (attnbook.experiments.trainers) and the
 figures of the extension sections (attnbook.book.controls)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from attnbook.book.controls import Run, small_dim_figure, xor_figure
 from attnbook.data.xor import XorSpec, sample_xor
-from attnbook.experiments import xor_runs
+from attnbook.experiments import trainers as xor_runs
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from attnbook.engine.counts import TokenCounts
-from attnbook.experiments.evaluation import evaluate_binary
+from attnbook.experiments.curves import evaluate_binary
 from attnbook.models.attention import attention_output, count_heads_output
 from attnbook.models.losses import accuracy, logistic_loss
 from attnbook.models.training import binary_loss_closure, fit
@@ -186,8 +186,3 @@ def test_type_errors_are_value_errors_too():
     sees a wrong type."""
     with pytest.raises(ValueError):
         one_gradient_step({"E": E.numpy(), "p": p, "v": v}, COUNTS, Y, 0.5)
-
-
-def test_balanced_accuracy_with_a_single_class_is_finite():
-    out = evaluate_binary(PARAMS, COUNTS, torch.ones(2, dtype=F64))
-    assert out["balanced_accuracy"] == out["accuracy"]

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnbook.engine.counts import TokenCounts, as_token_counts
-from attnbook.experiments.evaluation import evaluate_binary
+from attnbook.experiments.curves import evaluate_binary
 from attnbook.experiments.extensions import (
     bin_monotonicity,
     class_importance,
