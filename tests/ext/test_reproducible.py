@@ -28,7 +28,7 @@ from _ext.dashboard import (
     required_chapters,
     result_labels,
 )
-from _ext.execution import execute_book, read_run_id
+from _ext.execution import read_run_id
 from _ext.record_files import compare_records, load_records
 from attnbook.book import checks
 from attnbook.book import records as report
