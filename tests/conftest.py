@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.book.controls import controlled_trend
 from attnbook.book.record_paths import RECORD_DIR_ENV
 from attnbook.data.selection import assumption_one_data
 
@@ -119,12 +118,15 @@ From {prf:ref}`prop-aux`.
 
 Prose that cites {prf:ref}`thm-mini` and {prf:ref}`def-mini` adds no arrow.
 """
-#: The chapter's first code cell, before any statement: it starts the chapter (seed
-#: 5), counts its executions, and records a statement of the book's reading that does
-#: not hold (linked to no result).
-MINI_START_CODE = (
+#: The chapter's first code cell imports; its second, before any statement, starts
+#: the chapter (seed 5; the checks count their cells from here), counts its
+#: executions, and records a statement of the book's reading that does not hold
+#: (linked to no result).
+MINI_IMPORT_CODE = (
     "from attnbook.book.checks import check, compare_with_paper\n"
-    "from attnbook.book.chapter import start_chapter\n"
+    "from attnbook.book.chapter import start_chapter"
+)
+MINI_START_CODE = (
     "rng, device = start_chapter('ch1', seed=5)\n"
     "compare_with_paper('bk', 0.1, 0.5, claim='C1', reading='book')\n"
     "open('executions.txt', 'a').write('x');"
@@ -187,6 +189,7 @@ def built_mini_book(tmp_path_factory) -> SimpleNamespace:
     book = write_mini_book(
         tmp_path_factory.mktemp("mini") / "book",
         [
+            new.new_code_cell(MINI_IMPORT_CODE),
             new.new_code_cell(MINI_START_CODE),
             new.new_markdown_cell(MINI_LEMMA),
             new.new_code_cell(MINI_LEMMA_CODE),
@@ -284,7 +287,11 @@ def small_splits(monkeypatch):
 def make_trend():
     """``make_trend(seed, n, signal, noise)``: three real-label runs ``signal * held +
     noise * N(0, 1)`` over ``n`` tokens, five shuffled-label runs and one initial run of
-    pure noise, a monotone trend in the held-out statistic."""
+    pure noise, a monotone trend in the held-out statistic. (Imported here, not with
+    the conftest: a pytest process that loads the conftest without this fixture, as
+    the AddressSanitizer child of tests/engine does, spares the import of pandas,
+    scipy.stats and matplotlib.)"""
+    from attnbook.book.controls import controlled_trend
 
     def make(seed: int = 3, n: int = 400, signal: float = 1.0, noise: float = 0.2):
         rng = np.random.default_rng(seed)

@@ -427,36 +427,27 @@ def test_checks_belong_to_the_last_result_before_them():
     assert [c["result"] for c in checks] == ["explicit", "thm-b", "thm-b", None, None]
 
 
-def test_checks_know_their_cell_in_a_kernel(tmp_path, monkeypatch):
-    """Executed in a kernel, each check records the code cell it ran in."""
+def test_checks_know_their_cell_in_a_kernel(built_mini_book):
+    """Executed in a kernel, each check records the code cell it ran in, counted from
+    the chapter's start (the mini book of tests/conftest.py: imports, then the start
+    and a statement, a lemma, three checks, a theorem, two)."""
     import nbformat
-    from nbclient import NotebookClient
 
-    monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
-    nb = nbformat.v4.new_notebook(
-        cells=[
-            nbformat.v4.new_code_cell(
-                "from attnbook.book.checks import check\n"
-                "from attnbook.book.chapter import start_chapter\nx = 1"
-            ),
-            nbformat.v4.new_markdown_cell("```{prf:lemma} L\n:label: lem-l\n```"),
-            nbformat.v4.new_code_cell("start_chapter('kern', seed=0)"),
-            nbformat.v4.new_code_cell("check('a', 1.0, 0.0, claim='C1')"),
-            nbformat.v4.new_markdown_cell("```{prf:theorem} T\n:label: thm-t\n```"),
-            nbformat.v4.new_code_cell(
-                "for k in 'bc':\n    check(k, 1.0, 0.0, claim='C3')"
-            ),
-        ]
-    )
-    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    records = load_records(tmp_path)
-    assert [c["cell"] for c in records["kern"]["checks"]] == [1, 2, 2]
-    assert records["kern"]["cells"] == 3
-    attach_results(records, {"kern": nb})
-    assert [c["result"] for c in records["kern"]["checks"]] == [
-        "lem-l",
-        "thm-t",
-        "thm-t",
+    book = built_mini_book.folder
+    assert not built_mini_book.report.failed, built_mini_book.report.failed
+    records = load_records(book / "_build" / "records" / "book")
+    checks = records["ch1"]["checks"]
+    assert [c["cell"] for c in checks] == [0, 1, 1, 1, 2, 2]
+    assert records["ch1"]["cells"] == 3
+    nb = nbformat.read(book / "ch1.ipynb", as_version=4)
+    attach_results(records, {"ch1": nb})
+    assert [c["result"] for c in checks] == [
+        None,
+        "lem-mini",
+        "lem-mini",
+        "lem-mini",
+        "thm-mini",
+        "thm-mini",
     ]
 
 
@@ -541,7 +532,7 @@ def test_dashboard_in_a_real_build(built_mini_book):
     chapter = (book / "_build" / "html" / "ch1.html").read_text()
     assert "mini_stat" in html and "PASS" in html and "NOT CHECKED" in html
     assert "Lemma 1" in html  # the check is linked to the lemma stated before it
-    assert 'href="ch1.html#cell-2"' in html and 'id="cell-2"' in chapter
+    assert 'href="ch1.html#cell-3"' in html and 'id="cell-3"' in chapter
     assert "the statistic" in html and r"\(r\)" in html
     assert "negative control" in html and "NOT REPRODUCED" in html
     assert "attnbook-badge-not-reproduced" in html and "<details" in html
