@@ -100,10 +100,14 @@ def _build_pdf():
     return module
 
 
-def test_a_rebuild_prints_only_the_edited_page_and_merges_the_book_again(tmp_path):
+def test_a_rebuild_prints_only_the_edited_page_and_merges_the_book_again(
+    tmp_path, monkeypatch
+):
     from pypdf import PdfReader
 
     build_pdf = _build_pdf()
+    # one browser prints the pages (a second one, side by side, would only start)
+    monkeypatch.setattr(build_pdf.os, "sched_getaffinity", lambda pid: {0})
     html, out = _book(tmp_path / "html"), tmp_path / "pdf"
     parts = [(None, [("a.html", 1)]), ("Part", [("b.html", 1)])]
     site = "https://example.org/book/"

@@ -570,15 +570,42 @@ def test_fuzz_csr_times(case):
 # The cache: damaged files heal, foreign files and folders are refused
 
 
+@pytest.fixture(scope="module")
+def quick_build(tmp_path_factory) -> Path | None:
+    """The kernels compiled once with -O1 (None without a compiler)."""
+    if COMPILER is None:
+        return None
+    target = tmp_path_factory.mktemp("quick") / "count_kernels.so"
+    return target if native.compile_library(COMPILER, ["-O1"], target) else None
+
+
 @pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
+def fresh_cache(tmp_path, monkeypatch, quick_build):
     """An empty cache folder, a private temporary directory, and a quick build (-O1);
-    the library of the rest of the test run is loaded again afterwards."""
+    the library of the rest of the test run is loaded again afterwards. The compiler's
+    run on the kernels' source with -O1 gives the library compiled once for the module
+    (``quick_build``): every build the cache makes goes through
+    :func:`attnbook.engine.native.compile_library` (a temporary name, the rename, the
+    checksum) without compiling the same source again; any other command runs."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("ATTNBOOK_CACHE_DIR", str(cache))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(kernels, "_FLAG_SETS", (["-O1"],))
+    run = subprocess.run
+
+    def compiled_once(cmd, *args, **kwargs):
+        quick = [COMPILER, "-O1", "-shared", "-fPIC", "-o"]
+        if (
+            quick_build is not None
+            and len(cmd) == 7
+            and (cmd[:5] == quick and cmd[6] == str(native._SOURCE))
+        ):
+            shutil.copyfile(quick_build, cmd[5])
+            return subprocess.CompletedProcess(cmd, 0, b"", b"")
+        return run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(native.subprocess, "run", compiled_once)
     kernels._build_library.cache_clear()
     yield cache
     kernels._build_library.cache_clear()

@@ -44,38 +44,18 @@ _FAILING_CHECK = (
 )
 
 
-def test_a_notebook_whose_check_fails_fails_nbval_with_the_cell_and_message(tmp_path):
-    """``pytest --nbval-lax`` on a tiny notebook whose second cell's check fails: the
-    run fails, naming the cell and the check's message."""
-    nb = _notebook(tmp_path / "tiny.ipynb", "x = 1", _FAILING_CHECK, "y = 2")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--nbval-lax",
-            "--nbval-current-env",
-            "-p",
-            "no:cacheprovider",
-            str(nb),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    out = done.stdout + done.stderr
-    assert done.returncode == 1, out
-    assert "tiny.ipynb::Cell 1" in out and "1 failed" in out, out
-    assert "tiny_gap" in out and "0.5" in out, out
-
-
-def test_a_run_records_what_passed_and_sets_aside_what_failed(tmp_path):
+def test_a_run_records_what_passed_and_sets_aside_what_failed(tmp_path, capfd):
+    """Two notebooks through nbval, two workers: the one whose second cell's check
+    fails fails nbval (``pytest --nbval-lax``), which names the cell and the check's
+    message; its record is set aside, the other's is kept."""
     good = _notebook(tmp_path / "good.ipynb", *_recorded("good"))
-    bad = _notebook(tmp_path / "bad.ipynb", *_recorded("bad", _FAILING_CHECK))
+    bad = _notebook(tmp_path / "bad.ipynb", *_recorded("bad", _FAILING_CHECK, "y = 2"))
     records = tmp_path / "records"
     status, aside = run_chapters([good, bad], records, jobs=2)
+    out = "".join(capfd.readouterr())
     assert status == 1 and aside == ["bad"]
+    assert "bad.ipynb::Cell 1" in out and "1 failed" in out, out
+    assert "tiny_gap" in out and "0.5" in out, out
     found = load_records(records, read_run_id(records))
     assert set(found) == {"good"} and found["good"]["glued"] == {"x_good": 42}
     assert (records / "bad.json.failed").exists()

@@ -22,6 +22,8 @@ from _ext.paper_map import (
 from _ext.paper_map_svg import plain, render_svg, to_dot
 
 from conftest import (
+    MINI_LEMMA,
+    MINI_PROPOSITION,
     ROOT,
     SPHINX_CONFIG,
     build_mini_book,
@@ -187,59 +189,12 @@ def test_without_graphviz_the_drawing_says_what_to_install(monkeypatch):
 
 
 # -------------------------------------------------------------------- a real build
-_CHAPTER = """# Chapter
-
-```{prf:definition} A definition
-:label: def-mini
-
-D.
-```
-
-```{prf:lemma} A lemma
-:label: lem-mini
-
-Under {prf:ref}`def-mini`, L.
-```
-
-```{prf:proof}
-By {prf:ref}`def-mini` and {prf:ref}`prop-aux`.
-```
-
-```{prf:proposition} An auxiliary result
-:label: prop-aux
-
-P.
-```
-"""
-_THEOREM = """## More
-
-```{prf:theorem} The theorem
-:label: thm-mini
-
-By {prf:ref}`lem-mini`, T.
-```
-
-```{prf:proof}
-From {prf:ref}`prop-aux`.
-```
-
-Prose that cites {prf:ref}`thm-mini` and {prf:ref}`def-mini` adds no arrow.
-"""
-_CODE = (
-    "from attnbook.book.checks import check, compare_with_paper\n"
-    "from attnbook.book.chapter import start_chapter\n"
-    "rng, device = start_chapter('ch1', seed=5)\n"
-    "check('stat', 0.5, 0.25, claim='C1', result='lem-mini')\n"
-    "check('thm', 0.5, 0.25, claim='C3', result='thm-mini')\n"
-    "compare_with_paper('paper', 0.1, 0.5, claim='C2', result='thm-mini')\n"
-)
+_CHAPTER = MINI_LEMMA + MINI_PROPOSITION
 
 
-def _book(folder: Path, chapter: str, code: str | None = None) -> Path:
-    """A mini book: a landing page with the map and the dashboard, one chapter (a
-    notebook with ``code`` after its statements, or markdown alone without)."""
-    import nbformat
-
+def _book(folder: Path, chapter: str) -> Path:
+    """A mini book of one markdown chapter (no execution, no landing-page
+    directives)."""
     folder.mkdir()
     (folder / "_config.yml").write_text(
         "title: mini\nexecute:\n  execute_notebooks: cache\n" + SPHINX_CONFIG
@@ -247,35 +202,22 @@ def _book(folder: Path, chapter: str, code: str | None = None) -> Path:
     (folder / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n"
     )
-    landing = "# Mini\n\n```{paper-map}\n```\n\n```{claims-dashboard}\n```\n"
-    (folder / "intro.md").write_text(landing if code is not None else "# Mini\n")
-    if code is None:
-        (folder / "ch1.md").write_text(chapter)
-        return folder
-    head, tail = chapter.split("## More")
-    nb = nbformat.v4.new_notebook(
-        cells=[
-            nbformat.v4.new_markdown_cell(head),
-            nbformat.v4.new_markdown_cell("## More" + tail),
-            nbformat.v4.new_code_cell(code),
-        ]
-    )
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    nb.metadata["kernelspec"]["language"] = "python"
-    nbformat.write(nb, folder / "ch1.ipynb")
+    (folder / "intro.md").write_text("# Mini\n")
+    (folder / "ch1.md").write_text(chapter)
     return folder
 
 
-def test_map_of_a_real_build(tmp_path):
-    """The map on the landing page of a built mini book: its nodes and arrows are the
-    references written in the chapter, every node links to its statement, and every
-    claim has the colour of its badge in the dashboard."""
-    from _ext.execution import execute_book
-
-    book = _book(tmp_path / "ok", _CHAPTER + _THEOREM, _CODE)
-    report = execute_book(book, book / "_build", jobs=1, timeout=120)
+def test_map_of_a_real_build(built_mini_book):
+    """The map on the landing page of a built mini book (tests/conftest.py, built
+    once): its nodes and arrows are the references written in the chapter, every node
+    links to its statement, and every claim has the colour of its badge in the
+    dashboard."""
+    book, report, proc = (
+        built_mini_book.folder,
+        built_mini_book.report,
+        built_mini_book.proc,
+    )
     assert not report.failed, report.failed
-    proc = build_mini_book(book)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     html = (book / "_build" / "html" / "intro.html").read_text()

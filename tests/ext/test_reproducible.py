@@ -28,13 +28,13 @@ from _ext.dashboard import (
     required_chapters,
     result_labels,
 )
-from _ext.execution import execute_book, read_run_id
+from _ext.execution import read_run_id
 from _ext.record_files import compare_records, load_records
 from attnbook.book import checks
 from attnbook.book import records as report
 from attnbook.book.record_paths import RECORD_DIR_ENV
 
-from conftest import SPHINX_CONFIG, build_mini_book
+from conftest import build_mini_book, write_mini_book
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -427,36 +427,27 @@ def test_checks_belong_to_the_last_result_before_them():
     assert [c["result"] for c in checks] == ["explicit", "thm-b", "thm-b", None, None]
 
 
-def test_checks_know_their_cell_in_a_kernel(tmp_path, monkeypatch):
-    """Executed in a kernel, each check records the code cell it ran in."""
+def test_checks_know_their_cell_in_a_kernel(built_mini_book):
+    """Executed in a kernel, each check records the code cell it ran in, counted from
+    the chapter's start (the mini book of tests/conftest.py: imports, then the start
+    and a statement, a lemma, three checks, a theorem, two)."""
     import nbformat
-    from nbclient import NotebookClient
 
-    monkeypatch.setenv(RECORD_DIR_ENV, str(tmp_path))
-    nb = nbformat.v4.new_notebook(
-        cells=[
-            nbformat.v4.new_code_cell(
-                "from attnbook.book.checks import check\n"
-                "from attnbook.book.chapter import start_chapter\nx = 1"
-            ),
-            nbformat.v4.new_markdown_cell("```{prf:lemma} L\n:label: lem-l\n```"),
-            nbformat.v4.new_code_cell("start_chapter('kern', seed=0)"),
-            nbformat.v4.new_code_cell("check('a', 1.0, 0.0, claim='C1')"),
-            nbformat.v4.new_markdown_cell("```{prf:theorem} T\n:label: thm-t\n```"),
-            nbformat.v4.new_code_cell(
-                "for k in 'bc':\n    check(k, 1.0, 0.0, claim='C3')"
-            ),
-        ]
-    )
-    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    records = load_records(tmp_path)
-    assert [c["cell"] for c in records["kern"]["checks"]] == [1, 2, 2]
-    assert records["kern"]["cells"] == 3
-    attach_results(records, {"kern": nb})
-    assert [c["result"] for c in records["kern"]["checks"]] == [
-        "lem-l",
-        "thm-t",
-        "thm-t",
+    book = built_mini_book.folder
+    assert not built_mini_book.report.failed, built_mini_book.report.failed
+    records = load_records(book / "_build" / "records" / "book")
+    checks = records["ch1"]["checks"]
+    assert [c["cell"] for c in checks] == [0, 1, 1, 1, 2, 2]
+    assert records["ch1"]["cells"] == 3
+    nb = nbformat.read(book / "ch1.ipynb", as_version=4)
+    attach_results(records, {"ch1": nb})
+    assert [c["result"] for c in checks] == [
+        None,
+        "lem-mini",
+        "lem-mini",
+        "lem-mini",
+        "thm-mini",
+        "thm-mini",
     ]
 
 
@@ -502,64 +493,46 @@ def test_volatile_values_are_not_compared(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------- a real build
 def _mini_book(folder: Path, chapter_code: str, mode: str = "force") -> Path:
+    """A mini book whose chapter states a lemma, then runs ``chapter_code``; its
+    landing page holds the dashboard, a second page the run report."""
     import nbformat
 
-    folder.mkdir()
-    (folder / "_config.yml").write_text(
-        f"title: mini\nexecute:\n  execute_notebooks: {mode}\n" + SPHINX_CONFIG
-    )
-    (folder / "_toc.yml").write_text(
-        "format: jb-book\nroot: intro\nchapters:\n  - file: ch1\n  - file: repro\n"
-    )
-    (folder / "intro.md").write_text("# Mini\n\n```{claims-dashboard}\n```\n")
-    (folder / "repro.md").write_text("# Repro\n\n```{run-report}\n```\n")
-    nb = nbformat.v4.new_notebook(
-        cells=[
+    return write_mini_book(
+        folder,
+        [
             nbformat.v4.new_markdown_cell(
                 "# Chapter\n\n```{prf:lemma} L\n:label: lem-mini\n\nS.\n```"
             ),
             nbformat.v4.new_code_cell(chapter_code),
-        ]
+        ],
+        mode=mode,
+        pages={
+            "intro": "# Mini\n\n```{claims-dashboard}\n```\n",
+            "repro": "# Repro\n\n```{run-report}\n```\n",
+        },
     )
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, folder / "ch1.ipynb")
-    return folder
 
 
-def test_dashboard_in_a_real_build(tmp_path):
+def test_dashboard_in_a_real_build(built_mini_book):
     """The chapters executed beforehand (_ext.execution, as
     scripts/build-book.sh does) are taken from the cache, not run again. The extension
     renders the dashboard from that run's records: PASS rows linked to the result stated
     before them and to the anchor of the cell that asserts them, checks in words with
     their math, a control marked as such, a paper statement that does not hold as NOT
-    REPRODUCED; and the run report."""
-    book = _mini_book(
-        tmp_path / "ok",
-        "from attnbook.book.checks import check, compare_with_paper\n"
-        "from attnbook.book.chapter import start_chapter\n"
-        "rng, device = start_chapter('ch1', seed=5)\n"
-        "check('mini_stat', 0.5, 0.25, '>=', claim='C1')\n"
-        "check('stat', 0.5, 0.25, claim='C1', what='the statistic $r$')\n"
-        "check('ctl', 1.0, 1.0, claim='C1', role='control')\n"
-        "compare_with_paper('paper', 0.1, 0.5, claim='C2')\n"
-        "compare_with_paper('bk', 0.1, 0.5, claim='C1', reading='book')\n"
-        "open('executions.txt', 'a').write('x');",
-        mode="cache",
+    REPRODUCED; and the run report. (The mini book of tests/conftest.py, built once.)"""
+    book, report, proc = (
+        built_mini_book.folder,
+        built_mini_book.report,
+        built_mini_book.proc,
     )
-    report = execute_book(book, book / "_build", jobs=1, timeout=120)
     assert not report.failed, report.failed
-    proc = build_mini_book(book)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (book / "executions.txt").read_text() == "x"  # executed once, before
     html = (book / "_build" / "html" / "intro.html").read_text()
     chapter = (book / "_build" / "html" / "ch1.html").read_text()
     assert "mini_stat" in html and "PASS" in html and "NOT CHECKED" in html
     assert "Lemma 1" in html  # the check is linked to the lemma stated before it
-    assert 'href="ch1.html#cell-1"' in html and 'id="cell-1"' in chapter
+    assert 'href="ch1.html#cell-3"' in html and 'id="cell-3"' in chapter
     assert "the statistic" in html and r"\(r\)" in html
     assert "negative control" in html and "NOT REPRODUCED" in html
     assert "attnbook-badge-not-reproduced" in html and "<details" in html
@@ -572,7 +545,7 @@ def test_dashboard_in_a_real_build(tmp_path):
     )
     report_html = (book / "_build" / "html" / "repro.html").read_text()
     assert "Run time (s)" in report_html and ">5<" in report_html  # the seed
-    assert "3 / 3" in report_html and "0 / 2" in report_html  # asserted; paper
+    assert "4 / 4" in report_html and "0 / 2" in report_html  # asserted; paper
 
 
 def test_build_fails_without_a_chapter_record(tmp_path):
