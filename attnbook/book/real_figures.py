@@ -44,15 +44,17 @@ def _legend_below(fig, ax, ncol: int, bottom: float) -> None:
 
 
 def picture_figure(
-    importance: Mapping[str, np.ndarray], runs: Mapping[str, PictureRuns], seed: int
+    importance: Mapping[str, np.ndarray],
+    runs: Mapping[str, Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]]],
+    seed: int,
 ):
-    """Bin means and sds of both scores against the importance, in both
-    :data:`BINNINGS`, one row per data set."""
+    """Bin means and sds of both scores (``runs[name]["adam", seed]``, ``(E.v, E.p)``)
+    against the importance, in both :data:`BINNINGS`, one row per data set."""
     fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.8))
     for r, name in enumerate(DATASETS):
         imp = importance[name]
         for c, (vals, label) in enumerate(
-            zip(runs[name].scores["adam", seed], _SCORES)
+            zip(runs[name]["adam", seed], _SCORES)
         ):
             ax = axes[r, c]
             for b, how in BINNINGS.items():

@@ -53,7 +53,8 @@ def test_one_step_eta_and_bins():
 def test_the_figures_draw_both_data_sets():
     importance = {n: RNG.uniform(-1, 1, V) for n in real_figures.DATASETS}
     runs = {n: _runs(importance[n]) for n in real_figures.DATASETS}
-    fig = real_figures.picture_figure(importance, runs, 0)
+    scores = {n: r.scores for n, r in runs.items()}  # chapter 4's runs: plain dicts
+    fig = real_figures.picture_figure(importance, scores, 0)
     assert len(fig.axes) == 4 and fig.axes[0].get_title() == "IMDB: $E_s \\cdot v$"
     assert len(real_figures.bin_counts_figure(importance).axes) == 2
     df = RNG.integers(1, 50, V).astype(float)
