@@ -1,17 +1,22 @@
 """The argument checks of attnbook, in one place: each raises a ``ValueError`` (or
 :class:`ArgumentTypeError`, both a ``TypeError`` and a ``ValueError``) naming the
 argument at fault. An entry point checks its arguments once; inner functions take
-``check_input=False``. Imports nothing of attnbook.
+``check_input=False``. The checks of the review data (a split's columns, and its counts
+against the ones the data set is known to hold) name the file at fault. Imports nothing
+of attnbook.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "ArgumentTypeError",
@@ -32,6 +37,13 @@ __all__ = [
     "check_sequences",
     "as_signed_labels",
     "check_outputs_and_labels",
+    "IMDB_CLASS_COUNTS",
+    "YELP_STAR_COUNTS",
+    "DatasetUnavailableError",
+    "check_imdb_columns",
+    "check_column",
+    "known_shape",
+    "verify_split",
 ]
 
 FLOAT_DTYPES = (torch.float32, torch.float64)
@@ -310,3 +322,122 @@ def check_outputs_and_labels(f: object, y: object) -> torch.Tensor:
     if f.ndim != 1:
         raise ValueError(f"outputs must be 1-D, got shape {tuple(f.shape)}")
     return as_signed_labels(y, f.shape[0], dtype=f.dtype).to(f.device)
+
+
+# ----------------------------------------------------------------- review data
+#: Reviews per class (0 negative, 1 positive) of an IMDB split, per kept star of Yelp's.
+IMDB_CLASS_COUNTS: Mapping[str, Mapping[int, int]] = {
+    "train": {0: 12_500, 1: 12_500},
+    "test": {0: 12_500, 1: 12_500},
+}
+YELP_STAR_COUNTS: Mapping[str, Mapping[int, int]] = {
+    "train": {1: 1_777, 2: 1_425, 4: 4_568, 5: 6_213},
+    "test": {1: 444, 2: 356, 4: 1_142, 5: 1_553},
+}
+_REBUILD = (
+    "rebuild the mirror (python -m attnbook.data.mirror FOLDER --imdb-archive "
+    "aclImdb_v1.tar.gz --yelp-from-hub, from a complete download) or copy its files "
+    "again"
+)
+
+
+class DatasetUnavailableError(RuntimeError):
+    """Raised when a dataset is neither in the local mirror nor reachable on the hub."""
+
+
+def check_imdb_columns(table: pa.Table, where: str) -> dict[str, Any]:
+    """The checked ``text``, ``label`` and (if present) ``rating`` columns of IMDB."""
+    label = check_column(table, "label", where, (0, 1), "0 (negative) or 1 (positive)")
+    cols = {"text": check_column(table, "text", where), "label": label}
+    if "rating" in table.column_names:  # the mirror's, from the original archive
+        cols["rating"] = check_column(
+            table, "rating", where, range(1, 11), "IMDB ratings 1 to 10"
+        )
+    return cols
+
+
+def check_column(
+    table: pa.Table,
+    column: str,
+    where: str,
+    allowed: Sequence[int] | None = None,
+    meaning: str = "",
+) -> Any:
+    """Column ``column`` (``text`` present too): strings, or int64 among ``allowed``;
+    a ``ValueError`` naming ``where`` and the column otherwise."""
+    import pyarrow as pa  # here, not at the top: only the review data needs it
+
+    missing = sorted({"text", column} - set(table.column_names))
+    if missing:
+        raise DatasetUnavailableError(f"{where} lacks the columns {missing}")
+    col, at = table.column(column), f"{where}: column {column!r}"
+    if allowed is None:
+        right_type, kind = col.type in (pa.string(), pa.large_string()), "strings"
+    else:
+        right_type, kind = pa.types.is_integer(col.type), f"integers ({meaning})"
+    if not right_type:
+        raise ValueError(f"{at} must hold {kind}, got {col.type}")
+    if col.null_count:
+        raise ValueError(f"{at} has {col.null_count} missing values")
+    if allowed is None:
+        return col
+    values = col.to_numpy().astype(np.int64)
+    bad = np.flatnonzero(~np.isin(values, allowed))
+    if bad.size:
+        found = np.unique(values[bad])[:5].tolist()
+        raise ValueError(
+            f"{at} must hold {meaning}; found {found} ({bad.size} rows, first row "
+            f"{bad[0]})"
+        )
+    return values
+
+
+def known_shape(name: str, split: str) -> Mapping[int, int]:
+    """Reviews per class (IMDB, 0/1) or per kept star (Yelp) a whole split holds."""
+    return (IMDB_CLASS_COUNTS if name == "imdb" else YELP_STAR_COUNTS)[split]
+
+
+def verify_split(
+    name: str, split: str, values: object, where: str, ratings: object = None
+) -> None:
+    """``ValueError`` unless the labels (IMDB) or kept stars (Yelp) have the counts of
+    :func:`known_shape`, and each IMDB label is the one its rating (if given) fixes."""
+    want = dict(known_shape(name, split))
+    keys, counts = np.unique(np.asarray(values), return_counts=True)
+    found = dict(zip(keys.tolist(), counts.tolist()))
+    if found != want:
+        n, n_want = sum(found.values()), sum(want.values())
+        top = 1 if name == "imdb" else 4  # the smallest positive label or star
+        pos, pos_want = (
+            sum(c for k, c in d.items() if k >= top) for d in (found, want)
+        )
+        problems = []
+        if n < n_want:
+            problems.append(f"{n_want - n:,} of its {n_want:,} reviews are missing")
+        elif n > n_want:
+            problems.append(
+                f"it has {n - n_want:,} reviews too many (duplicated rows?)"
+            )
+        if pos in (0, n):
+            problems.append("it holds one class only")
+        else:
+            problems.append(f"{pos / n:.1%} positive, against {pos_want / n_want:.1%}")
+        kind = "class" if name == "imdb" else "star"
+        problems.append(f"reviews per {kind}: {found}, against {want}")
+        raise ValueError(
+            f"{where} is not the whole {name} {split} split: {'; '.join(problems)}. "
+            f"The file is cut short, duplicated or of another corpus: {_REBUILD}."
+        )
+    if ratings is None:
+        return
+    labels, ratings = np.asarray(values), np.asarray(ratings)
+    bad = np.flatnonzero(labels != np.select([ratings >= 7, ratings <= 4], [1, 0], -1))
+    if bad.size:
+        i = bad[0]
+        raise ValueError(
+            f"{where}: {bad.size:,} of its {labels.size:,} rows have a label that "
+            "disagrees with their rating (rating >= 7 positive (1), rating <= 4 "
+            f"negative (0), 5 and 6 absent; first row {i}: label {labels[i]}, rating "
+            f"{ratings[i]}). The labels were inverted, shuffled among the rows or "
+            f"taken from another corpus: {_REBUILD}."
+        )

@@ -273,7 +273,7 @@ def offline_without_mirror(monkeypatch, tmp_path):
 @pytest.fixture
 def small_splits(monkeypatch):
     """Tests of other behaviour that read or build a mirror of a few reviews: the
-    whole-split verification (attnbook.data.reviews.verify_split) accepts any shape.
+    whole-split verification (attnbook.validation.verify_split) accepts any shape.
     tests/data/test_sources.py tests the verification itself."""
     import attnbook.data.mirror
     import attnbook.data.reviews

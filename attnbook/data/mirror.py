@@ -18,7 +18,8 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnbook.data.reviews import DATA_DIR_ENV, load_reviews, verify_split
+from attnbook.data.reviews import DATA_DIR_ENV, load_reviews
+from attnbook.validation import verify_split
 
 _MEMBER = re.compile(r"(?:^|/)aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")
 

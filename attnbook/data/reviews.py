@@ -16,30 +16,19 @@ import pyarrow.parquet as pq
 import torch
 
 from attnbook.engine.counts import TokenCounts
+from attnbook.validation import (
+    DatasetUnavailableError,
+    check_column,
+    check_imdb_columns,
+    known_shape,
+    verify_split,
+)
 
 DATA_DIR_ENV = "ATTNBOOK_DATA_DIR"
 RECIPE = "attnbook-reviews-1"  # the recipe's name and version, in every run's record
 HUB_IDS = {"imdb": "stanfordnlp/imdb", "yelp": "Yelp/yelp_review_full"}
-#: Reviews per class (0 negative, 1 positive) of an IMDB split, per kept star of Yelp's.
-IMDB_CLASS_COUNTS: Mapping[str, Mapping[int, int]] = {
-    "train": {0: 12_500, 1: 12_500},
-    "test": {0: 12_500, 1: 12_500},
-}
-YELP_STAR_COUNTS: Mapping[str, Mapping[int, int]] = {
-    "train": {1: 1_777, 2: 1_425, 4: 4_568, 5: 6_213},
-    "test": {1: 444, 2: 356, 4: 1_142, 5: 1_553},
-}
 YELP_SAMPLE_SEED = 20250601
 _SPLITS = ("train", "test")
-_REBUILD = (
-    "rebuild the mirror (python -m attnbook.data.mirror FOLDER --imdb-archive "
-    "aclImdb_v1.tar.gz --yelp-from-hub, from a complete download) or copy its files "
-    "again"
-)
-
-
-class DatasetUnavailableError(RuntimeError):
-    """Raised when a dataset is neither in the local mirror nor reachable on the hub."""
 
 
 def load_reviews(name: str, split: str = "train"):
@@ -99,13 +88,13 @@ def _from_mirror(name: str, split: str, raw: str) -> dict[str, Any]:
         ) from err
     where = str(path)
     if name == "imdb":
-        cols = _imdb_columns(table, where)
+        cols = check_imdb_columns(table, where)
         verify_split(name, split, cols["label"], where, cols.get("rating"))
         return cols
-    stars = _column(table, "stars", where, range(1, 6), "Yelp stars 1 to 5")
+    stars = check_column(table, "stars", where, range(1, 6), "Yelp stars 1 to 5")
     keep = np.flatnonzero(stars != 3)
     verify_split(name, split, stars[keep], where)
-    return {"text": _column(table, "text", where).take(keep), "stars": stars[keep]}
+    return {"text": check_column(table, "text", where).take(keep), "stars": stars[keep]}
 
 
 def _from_hub(name: str, split: str) -> dict[str, Any]:
@@ -124,113 +113,21 @@ def _from_hub(name: str, split: str) -> dict[str, Any]:
         ) from err
     where = f"the hub's '{HUB_IDS[name]}' ({split} split)"
     if name == "imdb":
-        cols = _imdb_columns(table, where)
+        cols = check_imdb_columns(table, where)
     else:
-        stars = 1 + _column(table, "label", where, range(5), "classes 0-4 (stars - 1)")
+        stars = 1 + check_column(
+            table, "label", where, range(5), "classes 0-4 (stars - 1)"
+        )
     try:
         if name == "imdb":
             verify_split(name, split, cols["label"], where)
             return cols
-        rows = sample_by_stars(stars, YELP_STAR_COUNTS[split], split)
+        rows = sample_by_stars(stars, known_shape(name, split), split)
     except ValueError as err:
         changed = f"{where}: {err}; the hub's data changed (recipe {RECIPE})."
         raise _unavailable(name, changed) from err
-    texts = _column(table, "text", where).take(rows).to_pylist()
+    texts = check_column(table, "text", where).take(rows).to_pylist()
     return {"text": [re.sub(r"\\+n", "\n", t) for t in texts], "stars": stars[rows]}
-
-
-def _imdb_columns(table: pa.Table, where: str) -> dict[str, Any]:
-    label = _column(table, "label", where, (0, 1), "0 (negative) or 1 (positive)")
-    cols = {"text": _column(table, "text", where), "label": label}
-    if "rating" in table.column_names:  # the mirror's, from the original archive
-        ratings = _column(table, "rating", where, range(1, 11), "IMDB ratings 1 to 10")
-        cols["rating"] = ratings
-    return cols
-
-
-def _column(
-    table: pa.Table,
-    column: str,
-    where: str,
-    allowed: Sequence[int] | None = None,
-    meaning: str = "",
-) -> Any:
-    """Column ``column`` (``text`` present too): strings, or int64 among ``allowed``;
-    a ``ValueError`` naming ``where`` and the column otherwise."""
-    missing = sorted({"text", column} - set(table.column_names))
-    if missing:
-        raise DatasetUnavailableError(f"{where} lacks the columns {missing}")
-    col, at = table.column(column), f"{where}: column {column!r}"
-    if allowed is None:
-        right_type, kind = col.type in (pa.string(), pa.large_string()), "strings"
-    else:
-        right_type, kind = pa.types.is_integer(col.type), f"integers ({meaning})"
-    if not right_type:
-        raise ValueError(f"{at} must hold {kind}, got {col.type}")
-    if col.null_count:
-        raise ValueError(f"{at} has {col.null_count} missing values")
-    if allowed is None:
-        return col
-    values = col.to_numpy().astype(np.int64)
-    bad = np.flatnonzero(~np.isin(values, allowed))
-    if bad.size:
-        found = np.unique(values[bad])[:5].tolist()
-        raise ValueError(
-            f"{at} must hold {meaning}; found {found} ({bad.size} rows, first row "
-            f"{bad[0]})"
-        )
-    return values
-
-
-def known_shape(name: str, split: str) -> Mapping[int, int]:
-    """Reviews per class (IMDB, 0/1) or per kept star (Yelp) a whole split holds."""
-    return (IMDB_CLASS_COUNTS if name == "imdb" else YELP_STAR_COUNTS)[split]
-
-
-def verify_split(
-    name: str, split: str, values: object, where: str, ratings: object = None
-) -> None:
-    """``ValueError`` unless the labels (IMDB) or kept stars (Yelp) have the counts of
-    :func:`known_shape`, and each IMDB label is the one its rating (if given) fixes."""
-    want = dict(known_shape(name, split))
-    keys, counts = np.unique(np.asarray(values), return_counts=True)
-    found = dict(zip(keys.tolist(), counts.tolist()))
-    if found != want:
-        n, n_want = sum(found.values()), sum(want.values())
-        top = 1 if name == "imdb" else 4  # the smallest positive label or star
-        pos, pos_want = (
-            sum(c for k, c in d.items() if k >= top) for d in (found, want)
-        )
-        problems = []
-        if n < n_want:
-            problems.append(f"{n_want - n:,} of its {n_want:,} reviews are missing")
-        elif n > n_want:
-            problems.append(
-                f"it has {n - n_want:,} reviews too many (duplicated rows?)"
-            )
-        if pos in (0, n):
-            problems.append("it holds one class only")
-        else:
-            problems.append(f"{pos / n:.1%} positive, against {pos_want / n_want:.1%}")
-        kind = "class" if name == "imdb" else "star"
-        problems.append(f"reviews per {kind}: {found}, against {want}")
-        raise ValueError(
-            f"{where} is not the whole {name} {split} split: {'; '.join(problems)}. "
-            f"The file is cut short, duplicated or of another corpus: {_REBUILD}."
-        )
-    if ratings is None:
-        return
-    labels, ratings = np.asarray(values), np.asarray(ratings)
-    bad = np.flatnonzero(labels != np.select([ratings >= 7, ratings <= 4], [1, 0], -1))
-    if bad.size:
-        i = bad[0]
-        raise ValueError(
-            f"{where}: {bad.size:,} of its {labels.size:,} rows have a label that "
-            "disagrees with their rating (rating >= 7 positive (1), rating <= 4 "
-            f"negative (0), 5 and 6 absent; first row {i}: label {labels[i]}, rating "
-            f"{ratings[i]}). The labels were inverted, shuffled among the rows or "
-            f"taken from another corpus: {_REBUILD}."
-        )
 
 
 def sample_by_stars(

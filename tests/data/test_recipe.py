@@ -21,16 +21,15 @@ from attnbook.data.corpus import prepare_reviews
 from attnbook.data.reviews import (
     DATA_DIR_ENV,
     HUB_IDS,
-    IMDB_CLASS_COUNTS,
     RECIPE,
     YELP_SAMPLE_SEED,
-    YELP_STAR_COUNTS,
     DatasetUnavailableError,
     data_source,
     load_reviews,
     sample_by_stars,
     tokenize,
 )
+from attnbook.validation import IMDB_CLASS_COUNTS, YELP_STAR_COUNTS
 
 datasets = pytest.importorskip("datasets")
 

@@ -1,6 +1,6 @@
 """Data that is whole or refused: the mirror builder reads an archive to its end and
 the loader verifies every split against what the data set is known to hold
-(attnbook.data.reviews.known_shape); a cut, truncated, duplicated or one-class split is
+(attnbook.validation.known_shape); a cut, truncated, duplicated or one-class split is
 an error naming the file and what is wrong. The known shapes are shrunk to a few
 reviews here, so that the archives stay tiny."""
 
@@ -15,17 +15,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnbook.data import reviews
+from attnbook import validation
 from attnbook.data.mirror import write_imdb_mirror
-from attnbook.data.reviews import DATA_DIR_ENV, known_shape, load_reviews, verify_split
+from attnbook.data.reviews import DATA_DIR_ENV, load_reviews
+from attnbook.validation import known_shape, verify_split
 
 
 @pytest.fixture
 def tiny_shapes(monkeypatch):
     """IMDB known to hold 2 reviews of each class per split; Yelp 1 per star."""
     for split in ("train", "test"):
-        monkeypatch.setitem(reviews.IMDB_CLASS_COUNTS, split, {0: 2, 1: 2})
-        monkeypatch.setitem(reviews.YELP_STAR_COUNTS, split, {1: 1, 2: 1, 4: 1, 5: 1})
+        monkeypatch.setitem(validation.IMDB_CLASS_COUNTS, split, {0: 2, 1: 2})
+        monkeypatch.setitem(
+            validation.YELP_STAR_COUNTS, split, {1: 1, 2: 1, 4: 1, 5: 1}
+        )
 
 
 def _members():
