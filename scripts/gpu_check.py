@@ -348,7 +348,8 @@ def start_chapter_run(
 def expected_seconds(mode: str, chapter: str) -> float:
     """A chapter's expected time: its last measured time when there is one, else a
     guess from two-core CPU runs."""
-    guess = {"02_one_step": 60, "03_implicit_bias": 350, "04_real_data": 250}
+    guess = {"02_one_step": 60, "03_implicit_bias": 350, "04_real_data": 120}
+    guess |= {"04b_u_origin": 200}
     return guess.get(chapter, 120) * (1.0 if mode == "gpu" else 1.2)
 
 
@@ -535,7 +536,7 @@ def main() -> int:
     ap.add_argument("--skip-cpu-bench", action="store_true")
     ap.add_argument(
         "--twice",
-        default="02_one_step,04_real_data",
+        default="02_one_step,04_real_data,04b_u_origin",
         help="chapters run a second time on the GPU, compared bit for bit",
     )
     args = ap.parse_args()
