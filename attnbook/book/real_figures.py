@@ -53,9 +53,7 @@ def picture_figure(
     fig, axes = plt.subplots(2, 2, figsize=(9.0, 6.8))
     for r, name in enumerate(DATASETS):
         imp = importance[name]
-        for c, (vals, label) in enumerate(
-            zip(runs[name]["adam", seed], _SCORES)
-        ):
+        for c, (vals, label) in enumerate(zip(runs[name]["adam", seed], _SCORES)):
             ax = axes[r, c]
             for b, how in BINNINGS.items():
                 lo, hi = bin_range(imp, how)
@@ -147,18 +145,18 @@ def ablation_figure(
 
 
 def synthetic_figure(
-    synthetic: Mapping[str, tuple[np.ndarray, PictureRuns, np.ndarray]],
+    synthetic: Mapping[str, tuple[np.ndarray, tuple[np.ndarray, np.ndarray], object]],
     importance: np.ndarray,
-    runs: PictureRuns,
-    seed: int,
+    imdb_scores: tuple[np.ndarray, np.ndarray],
 ):
-    """Bin means of both scores over their sd: the synthetic samples beside IMDB."""
+    """Bin means of both scores ``(E.v, E.p)`` over their sd: the synthetic samples
+    (``synthetic[label] = (importance, scores, ...)``) beside IMDB's."""
     drawn, conditioned = synthetic["as drawn"], synthetic["conditioned on Assumption 1"]
-    adam, pos, neg = ("adam", 0), PALETTE["positive"], PALETTE["negative"]
+    pos, neg = PALETTE["positive"], PALETTE["negative"]
     series = {
-        "synthetic, as drawn": (drawn[0], drawn[1].scores[adam], pos),
-        "synthetic, conditioned": (conditioned[0], conditioned[1].scores[adam], neg),
-        "IMDB": (importance, runs.scores[("adam", seed)], PALETTE["theory"]),
+        "synthetic, as drawn": (drawn[0], drawn[1], pos),
+        "synthetic, conditioned": (conditioned[0], conditioned[1], neg),
+        "IMDB": (importance, imdb_scores, PALETTE["theory"]),
     }
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.9))
     for label, (imp, scores, color) in series.items():

@@ -1,5 +1,6 @@
 """The starting points of the real-data chapters' models, drawn once
-(:func:`starting_points`), and the size of the one step (:func:`one_step_eta`)."""
+(:func:`starting_points`), the trained model's scores (:func:`adam_scores`), and the
+size of the one step (:func:`one_step_eta`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import torch
 
 from attnbook.data.corpus import ReviewCorpus
+from attnbook.experiments.curves import Dynamics, train_curve
 from attnbook.models.parameters import init_parameters
 from attnbook.theory.one_step import one_gradient_step
 
@@ -49,6 +51,28 @@ def starting_points(
     y_train = corpus.labels("train", dtype=dtype, device=unit_E.device)
     E1 = one_gradient_step(init, corpus.train.to(unit_E.device), y_train, eta)
     return StartingPoints(init, {**init, "E": unit_E}, {**init, "E": E1})
+
+
+def adam_scores(
+    corpus: ReviewCorpus,
+    seed: int,
+    *,
+    dim: int,
+    sigma: float,
+    lr: float,
+    steps: int,
+    device: torch.device | str | None = None,
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``steps`` full-batch Adam steps of size ``lr`` on ``E``, ``p``, ``v`` from the
+    start of training seed ``seed`` (``p``, ``v`` of norm about one, rows of ``E`` of
+    norm about ``sigma``): the token scores ``(E.v, E.p)`` at steps 0 and ``steps``."""
+    gen = torch.Generator().manual_seed(seed)
+    start = init_parameters(corpus.vocab_size, dim, generator=gen, device=device)
+    start["E"] = start["E"] * sigma
+    adam, trained = Dynamics.adam(lr), ("E", "p", "v")
+    return train_curve(
+        start, corpus, trainable=trained, dynamics=adam, eval_steps=(0, steps)
+    ).scores
 
 
 def one_step_eta(alpha: np.ndarray, dim: int, sigma: float) -> float:

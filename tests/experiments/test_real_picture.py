@@ -72,9 +72,10 @@ def test_the_figures_draw_both_data_sets():
     assert len(fig.axes[0].get_lines()) == 2 * len(MAIN_STATISTICS) + 1
     fig = real_figures.ablation_figure(importance, runs, 0)
     assert len(fig.axes) == 4
+    adam = runs["imdb"].scores[("adam", 0)]
     synthetic = {
-        k: (importance["imdb"], runs["imdb"], np.ones(3))
+        k: (importance["imdb"], adam, np.ones(3))
         for k in ("as drawn", "conditioned on Assumption 1")
     }
-    fig = real_figures.synthetic_figure(synthetic, importance["imdb"], runs["imdb"], 0)
+    fig = real_figures.synthetic_figure(synthetic, importance["imdb"], adam)
     assert len(fig.axes) == 2
