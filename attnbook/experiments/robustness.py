@@ -61,6 +61,12 @@ PICTURE_MATH = {
 }
 
 
+def rho_u(cls: object, importance: object) -> float:
+    """The U as one number: ``rho_U = rho(E_s.p, |I(s)|)``, Spearman's rank
+    correlation of the attention score with the size of the importance."""
+    return spearman(cls, np.abs(importance))
+
+
 def picture_correlations(
     importance: object, value: object, cls: object, document_frequency: object
 ) -> dict[str, float]:
@@ -78,7 +84,7 @@ def picture_correlations(
     log_df = np.log(np.maximum(df, 1.0))
     return {
         "value": spearman(value, imp),
-        "cls": spearman(cls, np.abs(imp)),
+        "cls": rho_u(cls, imp),
         "cls_neg": spearman(cls[neg], imp[neg]),
         "cls_pos": spearman(cls[pos], imp[pos]),
         "value_given_df": partial_spearman(value, imp, log_df),
