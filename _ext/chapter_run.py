@@ -45,6 +45,8 @@ __all__ = ["run_chapter", "describe_exit", "set_aside_record", "main"]
 
 #: How often the watchdog looks at the kernel and the parent (seconds).
 POLL_SECONDS = 0.5
+#: How long a signal waits for another thread that is already ending the chapter.
+FINISH_WAIT_SECONDS = 20.0
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -104,8 +106,8 @@ def run_chapter(
     sockets = tempfile.mkdtemp(prefix="attnbook-kernel-")
     name = nb.metadata.get("kernelspec", {}).get("name", "python3")
     km = _kernel_manager(name, sockets)
-    state: dict[str, Any] = {"cell": None, "done": False}
-    lock = threading.Lock()
+    state: dict[str, Any] = {"cell": None, "done": False, "by": None}
+    lock, finished = threading.Lock(), threading.Event()
 
     def finish(error: str | None, status: int, *, graceful: bool = False) -> bool:
         """Write the outcome once, end the kernel, clean up; False when another caller
@@ -113,7 +115,14 @@ def run_chapter(
         ``graceful``: from the main thread, outside the execution's event loop."""
         if not lock.acquire(blocking=False) or state["done"]:
             return False
-        state["done"] = True
+        state["done"], state["by"] = True, threading.get_ident()
+        try:
+            _end(error, status, graceful)
+        finally:
+            finished.set()
+        return True
+
+    def _end(error: str | None, status: int, graceful: bool) -> None:
         process = _kernel_process(km)
         if process is not None and process.poll() is None:
             try:
@@ -142,18 +151,21 @@ def run_chapter(
                 "status": status,
             },
         )
-        return True
 
     def where() -> str:
         cell = state["cell"]
         return "before its first cell" if cell is None else f"in cell {cell}"
 
     def on_signal(signum: int, _frame: object) -> None:
-        finish(
+        stopped = (
             f"the chapter's process received {signal.Signals(signum).name} "
-            f"{where()} (the execution was stopped)",
-            128 + signum,
+            f"{where()} (the execution was stopped)"
         )
+        if not finish(stopped, 128 + signum) and state["by"] != threading.get_ident():
+            # another thread is ending the chapter (the watchdog, when the executor
+            # dies: its parent-death signal and the watchdog come together): exiting
+            # now would leave its kernel running and its record not set aside
+            finished.wait(FINISH_WAIT_SECONDS)
         os._exit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
