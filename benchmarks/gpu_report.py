@@ -11,7 +11,7 @@ CUDA graph), :func:`chapter_table` the time of every chapter, and
 A later run, kept under the key ``gpu_twice`` of the same file (:func:`twice_run`),
 executes chapters twice on the GPU: :func:`twice_table` sets the two runs' times
 and how many of their values differ beside the chapters' times on the CPU,
-:func:`twice_summary` says it in a sentence, and :func:`u_table` sets section 4.2's
+:func:`twice_summary` says it in a sentence, and :func:`u_table` sets section 4.9's
 check that the U needs Adam as each device measured it. The comparison and
 provenance functions above take that run's dictionary as well.
 """
@@ -234,7 +234,7 @@ def twice_summary(run: dict) -> str:
 
 
 def u_table(run: dict) -> pd.DataFrame:
-    """Section 4.2's check that the U needs Adam (the smallest Adam-trained seed's
+    """Section 4.9's check that the U needs Adam (the smallest Adam-trained seed's
     rho_U minus the largest over the gradient-descent runs, at least the threshold),
     per data set as each device measured it, and over both devices' runs together.
     Runs whose rho_U is the same to the bit are counted once (distinct runs)."""
