@@ -5,9 +5,9 @@ The test command executes a few chapters twice and compares every glued number
 the real-data runs of chapter 4 and its section 4.9 (seeds, gradient descent, the
 theorem's setting, the shuffled-label null) and the learning curves of section 4.8, the
 gradient flows, the max-margin problems and the regime map of chapter 3, and the
-two-layer and MLP-head models of chapter 5. Each is run in two fresh processes, under two hash seeds (so that
-no result depends on the order of a set or of a dict built from one), and the processes
-must print the same digest of every number they computed.
+two-layer and MLP-head models of chapter 5. Each is run in two fresh processes, under
+two hash seeds (so that no result depends on the order of a set or of a dict built from
+one), and the processes must print the same digest of every number they computed.
 """
 
 from __future__ import annotations
