@@ -107,13 +107,20 @@ def run_chapter(
     name = nb.metadata.get("kernelspec", {}).get("name", "python3")
     km = _kernel_manager(name, sockets)
     state: dict[str, Any] = {"cell": None, "done": False, "by": None}
-    lock, finished = threading.Lock(), threading.Event()
+    # re-entrant: a signal that interrupts this thread's own end must not wait for it
+    lock, finished = threading.RLock(), threading.Event()
 
     def finish(error: str | None, status: int, *, graceful: bool = False) -> bool:
         """Write the outcome once, end the kernel, clean up; False when another caller
-        got there first (a signal, or the watchdog, during the normal end).
-        ``graceful``: from the main thread, outside the execution's event loop."""
-        if not lock.acquire(blocking=False) or state["done"]:
+        got there first (a signal, or the watchdog, during the normal end). A caller
+        in another thread returns only once that end is complete, so that no thread
+        exits the process while another is still killing the kernel or setting the
+        record aside. ``graceful``: from the main thread, outside the execution's
+        event loop."""
+        if not lock.acquire(blocking=False):  # another thread is ending the chapter
+            finished.wait(FINISH_WAIT_SECONDS)
+            return False
+        if state["done"]:  # ended, or this thread is ending it (a signal meanwhile)
             return False
         state["done"], state["by"] = True, threading.get_ident()
         try:
@@ -122,35 +129,46 @@ def run_chapter(
             finished.set()
         return True
 
-    def _end(error: str | None, status: int, graceful: bool) -> None:
+    def _kill_kernel(graceful: bool) -> None:
         process = _kernel_process(km)
-        if process is not None and process.poll() is None:
-            try:
-                if not graceful:
-                    raise RuntimeError("no shutdown request from here")
-                km.shutdown_kernel(now=True)
-            except Exception:  # noqa: BLE001 - the kernel must end whatever happened
-                if os.name == "posix":  # the kernel leads a session of its own
-                    with contextlib.suppress(OSError):
-                        os.killpg(process.pid, signal.SIGKILL)
+        if process is None or process.poll() is not None:
+            return
+        try:
+            if not graceful:
+                raise RuntimeError("no shutdown request from here")
+            km.shutdown_kernel(now=True)
+        except Exception:  # noqa: BLE001 - the kernel must end whatever happened
+            if os.name == "posix":  # the kernel leads a session of its own
+                with contextlib.suppress(OSError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
                 process.kill()
-                process.wait(5)
-        shutil.rmtree(sockets, ignore_errors=True)
-        executed = result.with_suffix(".ipynb")
-        if error is None:
-            nbformat.write(nb, executed)
-        else:
-            set_aside_record(notebook.stem)
-        _write(
-            result,
-            {
-                "notebook": str(executed) if error is None else None,
-                "seconds": time.perf_counter() - t0,
-                "peak_kernel_bytes": _peak_kernel_bytes(),
-                "error": error,
-                "status": status,
-            },
-        )
+        # reaped here; a wait interrupted (a signal arriving while this thread held
+        # the process's wait lock) or slow must not keep the record from being set
+        # aside: the kernel has been sent SIGKILL and writes nothing more
+        with contextlib.suppress(Exception):
+            process.wait(5)
+
+    def _end(error: str | None, status: int, graceful: bool) -> None:
+        try:
+            _kill_kernel(graceful)
+        finally:
+            shutil.rmtree(sockets, ignore_errors=True)
+            executed = result.with_suffix(".ipynb")
+            if error is None:
+                nbformat.write(nb, executed)
+            else:
+                set_aside_record(notebook.stem)
+            _write(
+                result,
+                {
+                    "notebook": str(executed) if error is None else None,
+                    "seconds": time.perf_counter() - t0,
+                    "peak_kernel_bytes": _peak_kernel_bytes(),
+                    "error": error,
+                    "status": status,
+                },
+            )
 
     def where() -> str:
         cell = state["cell"]
@@ -161,12 +179,19 @@ def run_chapter(
             f"the chapter's process received {signal.Signals(signum).name} "
             f"{where()} (the execution was stopped)"
         )
-        if not finish(stopped, 128 + signum) and state["by"] != threading.get_ident():
-            # another thread is ending the chapter (the watchdog, when the executor
-            # dies: its parent-death signal and the watchdog come together): exiting
-            # now would leave its kernel running and its record not set aside
-            finished.wait(FINISH_WAIT_SECONDS)
-        os._exit(128 + signum)
+        interrupts_own_end = False
+        try:
+            # when another thread is already ending the chapter (the watchdog, when
+            # the executor dies: its parent-death signal and the watchdog come
+            # together), finish returns once that end is complete
+            interrupts_own_end = (
+                not finish(stopped, 128 + signum)
+                and state["by"] == threading.get_ident()
+                and not finished.is_set()
+            )
+        finally:
+            if not interrupts_own_end:  # else this thread exits once its end is done
+                os._exit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)

@@ -72,6 +72,18 @@ def _pid_cell(folder: Path, name: str, record: bool = True) -> str:
     )
 
 
+def _chapter_log(pid: int) -> Path:
+    """The log of the chapter process ``pid`` (beside the RESULT of its command)."""
+    arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return Path(
+        arguments[arguments.index(b"_ext.chapter_run") + 2].decode()
+    ).with_suffix(".log")
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else f"({path} absent)"
+
+
 def _wait_for(path: Path, seconds: float = 60.0) -> int:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -234,13 +246,18 @@ def test_a_run_dies_whole_and_starts_again_cleanly(tmp_path, sig):
     kernels = [_wait_for(pids / f"{n}.pid", 240) for n in names]
     chapters = [_parent(k) for k in kernels]
     assert all(_parent(c) == executor.pid for c in chapters)
+    logs = [_chapter_log(c) for c in chapters]
     executor.send_signal(sig)
     executor.wait(30)
     time.sleep(5)
     left = [p for p in kernels + chapters if _alive(p)]
     assert not left, f"processes of the killed run still alive after 5 s: {left}"
-    assert not list(records.glob("*.json"))  # nothing published as complete
-    assert len(list(records.glob("*.json.failed"))) == len(names)
+    told = "".join(
+        f"\n{log}:\n{_read(log)}\n{_read(log.with_suffix('.json'))}" for log in logs
+    )
+    # nothing published as complete; what each chapter's process wrote if it was
+    assert not list(records.glob("*.json")), told
+    assert len(list(records.glob("*.json.failed"))) == len(names), told
     if sig != signal.SIGKILL:
         return
     (tmp_path / "ready").write_text("")
