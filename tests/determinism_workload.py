@@ -2,14 +2,21 @@
 test command executes only once, at a small scale. Run as a script, it prints the
 SHA-256 of every number they give."""
 
+import dataclasses
 import hashlib
 
 import numpy as np
 import torch
 
 from attnbook.data.selection import assumption_one_data
-from attnbook.experiments.curves import Dynamics, ablation_curves, log_steps
-from attnbook.experiments.picture import picture_runs
+from attnbook.experiments.curves import (
+    Dynamics,
+    ablation_curves,
+    log_steps,
+    token_scores,
+    train_curve,
+)
+from attnbook.experiments.importance import token_importance
 from attnbook.experiments.real_data import starting_points
 from attnbook.experiments.synthetic_picture import one_relevant_spec, synthetic_corpus
 from attnbook.models.losses import logistic_loss
@@ -37,25 +44,28 @@ def main() -> str:
     corpus, _ = synthetic_corpus(one_relevant_spec(10, 60, 20), 300, 100, rng)
     config = dict(dim=32, sigma=0.01, eta=2.0)
     gd = Dynamics("gd", {"E": 0.2, "p": 0.3, "v": 0.3})
-    runs = picture_runs(
-        corpus,
-        **config,
-        seeds=(0, 1),
-        adam=Dynamics.adam(1e-3),
-        steps=15,
-        head=Dynamics.adam(1e-2),
-        head_steps=15,
-        descents={"edge": (gd, 15)},
-        null_permutations=1,
-        null_rng=np.random.default_rng(5),
-    )
-    for key in sorted(runs.scores):
-        add(*runs.scores[key])
-    add(runs.null_importance)
+    permuted = np.random.default_rng(5).permutation(corpus.train_labels)
+    null = dataclasses.replace(corpus, train_labels=permuted)
+    for seed in (0, 1):  # chapter 4's runs: Adam, a null, gradient descent, one step
+        gen = torch.Generator().manual_seed(seed)
+        points = starting_points(corpus, **config, generator=gen)
+        runs = [(points.init, corpus, ("E", "p", "v"), Dynamics.adam(1e-3), True)]
+        runs += [(points.init, null, ("E", "p", "v"), Dynamics.adam(1e-3), True)]
+        runs += [(points.init, corpus, ("E", "p", "v"), gd, f) for f in (True, False)]
+        runs += [(points.one_step, corpus, ("p",), Dynamics.adam(1e-2), True)]
+        for start, data, trainable, dynamics, fused in runs:
+            curve = train_curve(
+                start,
+                data,
+                trainable=trainable,
+                dynamics=dynamics,
+                eval_steps=(0, 15),
+                fused=fused,
+            )
+            add(*curve.scores[15])
+        add(*token_scores(points.one_step))
+    add(token_importance(null.train, permuted))
 
-    points = starting_points(
-        corpus, **config, generator=torch.Generator().manual_seed(0)
-    )
     adam = {"adam": Dynamics.adam(1e-2)}
     curves = ablation_curves(corpus, points, adam, log_steps(20, 3))
     for key in sorted(curves):

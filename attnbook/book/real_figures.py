@@ -12,7 +12,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from attnbook.book.plotting import PALETTE, plot_binned
 from attnbook.experiments.importance import bin_statistics, observed_range
-from attnbook.experiments.picture import MAIN_STATISTICS, RUN_NAMES, PictureRuns
+from attnbook.experiments.picture import MAIN_STATISTICS
 from attnbook.experiments.robustness import PICTURE_STATISTICS
 
 #: The names of the chapter's corpora, and the two of them its figures show.
@@ -126,15 +126,18 @@ _RUN_STYLE = {
 
 
 def ablation_figure(
-    importance: Mapping[str, np.ndarray], runs: Mapping[str, PictureRuns], seed: int
+    importance: Mapping[str, np.ndarray],
+    scores: Mapping[str, Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]]],
+    seed: int,
+    labels: Mapping[str, str],
 ):
-    """Bin means of both scores over their sd: one step, the theorem's setting,
-    gradient descent and Adam."""
+    """Bin means of both scores ``scores[data set][run, seed] = (E.v, E.p)`` over their
+    sd: one step, the theorem's setting, gradient descent and Adam (``labels[run]``)."""
     fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.0), sharex=True)
     for r, name in enumerate(DATASETS):
         for key, (color, ls) in _RUN_STYLE.items():
-            style = dict(band=False, color=color, label=RUN_NAMES[key], min_count=2)
-            for c, vals in enumerate(runs[name].scores[key, seed]):
+            style = dict(band=False, color=color, label=labels[key], min_count=2)
+            for c, vals in enumerate(scores[name][key, seed]):
                 plot_binned(axes[r, c], importance[name], vals / vals.std(), **style)
                 axes[r, c].lines[-1].set_linestyle(ls)
         for c, label in enumerate(_SCORES):

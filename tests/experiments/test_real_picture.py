@@ -70,7 +70,8 @@ def test_the_figures_draw_both_data_sets():
         nulls[n] = table(enumerate(runs[n].nulls), "permutation")
     fig = real_figures.null_figure(tables, nulls, (0, 1, 2))
     assert len(fig.axes[0].get_lines()) == 2 * len(MAIN_STATISTICS) + 1
-    fig = real_figures.ablation_figure(importance, runs, 0)
+    labels = {k: k.replace("_", " ") for k in ("one_step", "theorem", "gd", "adam")}
+    fig = real_figures.ablation_figure(importance, scores, 0, labels)
     assert len(fig.axes) == 4
     adam = runs["imdb"].scores[("adam", 0)]
     synthetic = {
