@@ -22,6 +22,9 @@ from attnbook.experiments.importance import (
 )
 from attnbook.validation import check_count
 
+#: The level of the one-sided prediction bound that the controls set.
+LEVEL = 0.99
+
 
 @dataclass(frozen=True)
 class Run:
@@ -55,6 +58,32 @@ def label_control_runs(
             metrics = {k: float(v) for k, v in metrics.items()}
             runs.append(Run(kind, int(seed), fitted, *arrays, metrics))
     return runs
+
+
+def control_design(
+    seeds: Sequence[int], shuffled_seeds: Sequence[int], **settings: object
+) -> dict[str, object]:
+    """What a chapter's prose quotes about its :func:`label_control_runs`: its
+    ``settings``, how many initializations (``n_inits``), shuffled-label runs
+    (``n_shuffled``) and trainings (``n_models``), the seeds as text, and the Student
+    factor ``t_factor`` of :func:`control_threshold`'s bound over the shuffled-label
+    runs."""
+
+    def listed(group: Sequence[int]) -> str:
+        group = [int(s) for s in group]
+        if len(group) > 3 and group == list(range(group[0], group[0] + len(group))):
+            return f"{group[0]} to {group[-1]}"
+        return ", ".join(map(str, group))
+
+    n_shuffled = len(shuffled_seeds)
+    return settings | {
+        "n_inits": len(seeds),
+        "n_shuffled": n_shuffled,
+        "n_models": len(seeds) + n_shuffled,
+        "seeds": listed(seeds),
+        "shuffled_seeds": listed(shuffled_seeds),
+        "t_factor": float(student_t.ppf(LEVEL, n_shuffled - 1)),
+    }
 
 
 def scores_of(runs, kind: str, name: str, *, initial: bool = False) -> list:
@@ -159,7 +188,7 @@ def _bound(v: np.ndarray, level: float):
     return np.maximum(bound, v.max(-1))
 
 
-def control_threshold(values, level: float = 0.99) -> float:
+def control_threshold(values, level: float = LEVEL) -> float:
     """One-sided prediction bound for one more draw of a control statistic:
     ``mean + t_{level, n-1} sd sqrt(1 + 1/n)``, at least the largest draw."""
     v = np.asarray(values, dtype=np.float64)
@@ -202,7 +231,7 @@ def controlled_trend(
     log_df,
     shape: str,
     shuffled_train=None,
-    level: float = 0.99,
+    level: float = LEVEL,
 ) -> ControlledTrend:
     """The statistics of ``shape`` for the scores of the real-label, shuffled-label (at
     least 3) and initial runs, over the tokens of finite held-out importance."""

@@ -72,10 +72,10 @@ def _input_key(name: str) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
-def note_seed(seed: int) -> None:
-    """Remember a seed of this run."""
+def note_seed(*seeds: int) -> None:
+    """Remember seeds of this run, in order."""
     if _RUN:
-        _RUN["seeds"].append(int(seed))
+        _RUN["seeds"].extend(int(seed) for seed in seeds)
         _write_record()
 
 

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from attnbook.book.controls import (
+    control_design,
     control_threshold,
     controlled_trend,
     label_control_runs,
@@ -66,6 +67,18 @@ def test_control_threshold():
     assert control_threshold([1.0, 1.0, 1.0]) == 1.0  # never below the largest draw
     with pytest.raises(ValueError):
         control_threshold([0.1, 0.2])
+
+
+def test_control_design_quotes_the_runs_and_the_bound():
+    design = control_design((1, 2, 3), (11, 12, 13, 14, 15), dim=32)
+    assert design["dim"] == 32 and design["n_inits"] == 3 and design["n_shuffled"] == 5
+    assert design["n_models"] == 8
+    assert design["seeds"] == "1, 2, 3" and design["shuffled_seeds"] == "11 to 15"
+    assert design["t_factor"] == pytest.approx(3.747, abs=1e-3)  # t_{0.99, 4}
+    values = np.array([0.1, 0.2, 0.0, 0.15, 0.05])  # the bound it describes
+    bound = values.mean() + design["t_factor"] * values.std(ddof=1) * np.sqrt(1.2)
+    assert control_threshold(values) == pytest.approx(bound)
+    assert control_design((4,), (21, 23, 22, 24))["shuffled_seeds"] == "21, 23, 22, 24"
 
 
 def test_controlled_trend_separates_signal_from_control():
