@@ -87,10 +87,13 @@ from attnbook.book.record_paths import (
 __all__ = [
     "CACHE_DIR",
     "RUN_FILE",
+    "RUN_SECONDS_FILE",
     "TIMES_FILE",
     "book_notebooks",
+    "executed_stamps",
     "new_run",
     "read_run_id",
+    "read_run_seconds",
     "plan_run",
     "RunPlan",
     "execute_notebooks",
@@ -105,6 +108,8 @@ __all__ = [
 
 #: In the records folder: the id of the run whose records it holds.
 RUN_FILE = "run-id.txt"
+#: In the records folder: the wall-clock seconds the run took to execute its chapters.
+RUN_SECONDS_FILE = "run-seconds.txt"
 #: The repository root, the folder above the package _ext.
 _ROOT = Path(__file__).resolve().parents[1]
 #: In the build folder: each chapter's execution time in the last run (seconds), used
@@ -155,13 +160,23 @@ def new_run(records: Path, keep: Iterable[str] = ()) -> str:
 def _prune(records: Path, keep: Iterable[str], run_file: bool = False) -> None:
     """Remove everything in ``records`` but the records of the chapters in ``keep``
     (and, with ``run_file``, the run's id)."""
-    kept = {f"{name}.json" for name in keep} | ({RUN_FILE} if run_file else set())
+    kept = {f"{name}.json" for name in keep}
+    kept |= {RUN_FILE, RUN_SECONDS_FILE} if run_file else set()
     if not kept:
         shutil.rmtree(records, ignore_errors=True)
     elif records.is_dir():
         for path in records.iterdir():
             if path.name not in kept:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def read_run_seconds(records: Path) -> float | None:
+    """The wall-clock seconds the run in ``records`` took to execute its chapters, or
+    None when it did not write them (its chapters were executed by MyST-NB)."""
+    try:
+        return float((Path(records) / RUN_SECONDS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def read_run_id(records: Path) -> str | None:
@@ -250,6 +265,19 @@ def plan_run(
         else:
             plan.execute[Path(path)] = why
     return plan
+
+
+def executed_stamps(notebooks: Iterable[Path], cache: Path) -> dict[Path, str]:
+    """For each notebook, which executed notebook of its code the Jupyter cache
+    ``cache`` holds (its entry and when it was made; empty: none). Every execution
+    replaces the entry, so a changed stamp means new outputs, also at an unchanged
+    input key (``--force``)."""
+    store = get_cache(str(cache))
+    out = {}
+    for path in notebooks:
+        cached = _cached(store, nbformat.read(path, as_version=4))
+        out[Path(path)] = "" if cached is None else f"{cached.pk}:{cached.created}"
+    return out
 
 
 def _uncache(store, path: Path) -> None:
@@ -419,6 +447,7 @@ def execute_notebooks(
                 set_aside_record(job.path.stem, records)
             shutil.rmtree(scratch, ignore_errors=True)
         report.wall = time.perf_counter() - t0
+        (records / RUN_SECONDS_FILE).write_text(f"{report.wall:.1f}\n")
     if times_file is not None:
         entries = {  # a reused chapter keeps the times of the run that made it
             name: entry

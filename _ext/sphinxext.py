@@ -13,8 +13,14 @@ executed notebook in the Jupyter cache carries another key, saying which and why
 (:func:`_ext.execution.plan_run`), and reuses the others as they stand. It points
 ``ATTNBOOK_RECORD_DIR``, ``ATTNBOOK_RUN_ID`` and ``ATTNBOOK_INPUT_KEYS`` at that run,
 so a chapter that MyST-NB executes itself records into it too (in another execution
-mode MyST-NB executes every chapter, into a run emptied first). It marks every document
-for re-reading. After all chapters ran, when pages are written, it replaces
+mode MyST-NB executes every chapter, into a run emptied first). Besides the documents
+whose source changed, which Sphinx reads again by itself, it has read again every
+notebook whose executed notebook in the Jupyter cache is not the one its page was read
+from (the chapter was executed since), and every document when the build's own code
+(``_ext``) or the lock changed since the pages were read, or when the last build did not
+end without a warning (a warning met while reading is not hidden by reusing the page);
+every page is written again.
+After all chapters ran, when pages are written, it replaces
 
 - ``{claims-dashboard}`` (landing page) by one block per claim C1-C7 with its status,
   a headline statistic and the checks that verify it, folded (:mod:`_ext.pages`), the
@@ -37,6 +43,7 @@ document has been read. The order in which pages are read therefore does not mat
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata as md
 import json
 import os
@@ -62,8 +69,10 @@ from _ext.execution import (
     TIMES_FILE,
     book_notebooks,
     execute_notebooks,
+    executed_stamps,
     new_run,
     read_run_id,
+    read_run_seconds,
 )
 from _ext.input_key import input_keys
 from _ext.pages import (
@@ -165,6 +174,10 @@ def _on_builder_inited(app) -> None:
     keys = input_keys(notebooks)
     app._attnbook_keys = keys
     app._attnbook_inited = time.time()
+    unfinished = Path(app.doctreedir) / UNFINISHED
+    app._attnbook_unfinished = unfinished.exists()
+    unfinished.parent.mkdir(parents=True, exist_ok=True)
+    unfinished.touch()
     if app.config.nb_execution_mode == "cache":
         _execute_stale(app, notebooks, keys)
     else:  # MyST-NB executes every chapter in this build, into a run of its own
@@ -183,10 +196,58 @@ def _on_builder_inited(app) -> None:
     ).isoformat(timespec="seconds")
 
 
+def _reader_inputs(app) -> str:
+    """The digest of what every page's doctree depends on besides its own source and
+    outputs: the build's code (``_ext``) and the lock."""
+    root = Path(app.srcdir)
+    files = sorted((root / "_ext").rglob("*.py")) + [root / "requirements.txt"]
+    digest = hashlib.sha256()
+    for path in files:
+        if path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+#: In the doctrees folder while a build runs, and after one that failed or warned.
+UNFINISHED = "attnbook-unfinished"
+
+
 def _on_env_get_outdated(app, env, added, changed, removed):
-    # Every page is read again: the outputs of a chapter executed since come from the
-    # cache, and the glued numbers with them.
-    return sorted(set(env.found_docs) - set(added) - set(changed))
+    """The documents to read again although their source did not change: a notebook
+    whose executed notebook in the cache changed (its glued numbers and figures come
+    from it), and all of them when the build's code or the lock changed or the last
+    build did not end cleanly."""
+    docs = {Path(env.doc2path(doc)): doc for doc in env.found_docs}
+    notebooks = [path for path in docs if path.suffix == ".ipynb"]
+    cache = Path(
+        app.config.nb_execution_cache_path or Path(app.outdir).parent / CACHE_DIR
+    )
+    stamps = {
+        docs[path]: stamp for path, stamp in executed_stamps(notebooks, cache).items()
+    }
+    before = getattr(env, "attnbook_read_from", {})
+    inputs = _reader_inputs(app)
+    everything = app._attnbook_unfinished
+    everything |= getattr(env, "attnbook_reader_inputs", None) != inputs
+    env.attnbook_read_from, env.attnbook_reader_inputs = stamps, inputs
+    again = {
+        doc
+        for doc in env.found_docs
+        if everything or (doc in stamps and before.get(doc) != stamps[doc])
+    }
+    return sorted(again - set(added) - set(changed))
+
+
+def _on_env_get_updated(app, env):
+    # every page is written again: the dashboard, the run report and each chapter's
+    # status line come from this build's records
+    return sorted(env.found_docs)
+
+
+def _on_build_finished(app, exception) -> None:
+    if exception is None and not app._warncount:
+        (Path(app.doctreedir) / UNFINISHED).unlink(missing_ok=True)
 
 
 def _notebooks(app) -> dict[str, dict]:
@@ -342,8 +403,14 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
     run_id = getattr(app, "_attnbook_run_id", None)
     executed = [n for n, r in records.items() if r.get("run_id") == run_id]
     reused = len(records) - len(executed)
-    since = app._attnbook_t0 if executed else app._attnbook_inited
-    wall = time.time() - since
+    # the run's execution as timed by _ext.execution; else (MyST-NB executed the
+    # chapters while reading) from its start to now
+    took = read_run_seconds(_record_dir(app))
+    if took is None:
+        since = app._attnbook_t0 if executed else app._attnbook_inited
+        took, what = time.time() - since, "and reading all pages "
+    else:
+        what = ""
     kept = (
         f"; the records of the other {reused} chapter(s) were reused from the runs "
         "that made them, their input keys (code cells, the attnbook modules they "
@@ -354,7 +421,7 @@ def _run_report(app, fromdoc: str) -> list[nodes.Node]:
     out: list[nodes.Node] = [
         text_para(
             f"Run of {app.env.attnbook_build_started} (UTC): executing "
-            f"{len(executed)} chapter(s) and reading all pages took {wall:.0f} s of "
+            f"{len(executed)} chapter(s) {what}took {took:.0f} s of "
             "wall-clock time (chapters execute side by side, one process each, so "
             f"their run times add up to more){kept}."
         ),
@@ -479,6 +546,8 @@ def setup(app):
     app.add_directive("claims-verdict", ClaimsVerdict)
     app.connect("builder-inited", _on_builder_inited)
     app.connect("env-get-outdated", _on_env_get_outdated)
+    app.connect("env-get-updated", _on_env_get_updated)
+    app.connect("build-finished", _on_build_finished)
     app.connect("doctree-read", _on_doctree_read)
     app.connect("doctree-resolved", _on_doctree_resolved)
     app.connect("config-inited", _on_config_inited)

@@ -43,7 +43,9 @@ if [ "${1:-}" = --force ]; then
   force=(--force)
   shift
 fi
-rm -rf _build/html _build/jupyter_execute
+# Every page is written again; Sphinx reads again only the pages whose source or executed
+# outputs changed (_ext/sphinxext.py), from their outputs in _build/jupyter_execute.
+rm -rf _build/html
 start=$(date +%s)
 python -m _ext.execution ${ATTNBOOK_JOBS:+--jobs "$ATTNBOOK_JOBS"} ${force[@]+"${force[@]}"}
 executed=$(date +%s)

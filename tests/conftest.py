@@ -59,17 +59,17 @@ def check_record(name: str, **fields) -> dict:
     }
 
 
-def build_mini_book(folder: Path) -> subprocess.CompletedProcess:
-    """``jupyter-book build folder -W -n`` with this environment's Jupyter Book, without
-    a record folder of the caller's run (the mini book's chapters record nothing into
-    it)."""
+def build_mini_book(folder: Path, *options: str) -> subprocess.CompletedProcess:
+    """``jupyter-book build folder -W -n`` (and ``options``) with this environment's
+    Jupyter Book, without a record folder of the caller's run (the mini book's chapters
+    record nothing into it)."""
     exe = (
         shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
         or "jupyter-book"
     )
     env = {k: v for k, v in os.environ.items() if k != RECORD_DIR_ENV}
     return subprocess.run(
-        [exe, "build", str(folder), "-W", "-n"],
+        [exe, "build", str(folder), "-W", "-n", *options],
         capture_output=True,
         text=True,
         env=env,

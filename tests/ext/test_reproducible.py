@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -595,5 +596,36 @@ def test_a_plain_build_executes_only_what_changed(tmp_path):
     nb = nbformat.read(book / "ch1.ipynb", as_version=4)
     nb.cells[0].source += "\n\nA sentence more."
     nbformat.write(nb, book / "ch1.ipynb")
-    assert "1 chapter(s) reused" in build()  # taken from the cache, with its record
-    assert "A sentence more." in (book / "_build" / "html" / "ch1.html").read_text()
+    out = build()
+    assert "1 chapter(s) reused" in out  # taken from the cache, with its record
+    assert _read_again(out) == {"ch1"}  # its source changed
+    page = book / "_build" / "html" / "ch1.html"
+    assert "A sentence more." in page.read_text()
+    # a page is read again only when its source or its executed notebook changed; every
+    # page is written again
+    page.unlink()
+    assert _read_again(build()) == set() and "A sentence more." in page.read_text()
+    # executed again with the same inputs (--force): its page is read again, from the
+    # new executed notebook
+    from _ext.execution import execute_book
+
+    assert not execute_book(
+        book, book / "_build", jobs=1, timeout=120, force=True
+    ).failed
+    (book / "executions.txt").write_text("x")
+    assert _read_again(build()) == {"ch1"}
+    # a build that warned (-W --keep-going goes on to the end): the next one reads every
+    # page again, so that the warning is not hidden by a page read without it
+    good = nb.cells[0].source
+    nb.cells[0].source += "\n\nSee {ref}`no-such-label`."
+    nbformat.write(nb, book / "ch1.ipynb")
+    assert build_mini_book(book, "--keep-going").returncode != 0
+    nb.cells[0].source = good
+    nbformat.write(nb, book / "ch1.ipynb")
+    assert _read_again(build()) == {"ch1", "intro", "repro"}
+
+
+def _read_again(build_output: str) -> set[str]:
+    """The documents a Sphinx build's output says it read."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", build_output)
+    return set(re.findall(r"reading sources\.\.\. \[\s*\d+%\] (\S+)", plain))
