@@ -24,6 +24,9 @@ from attnbook.validation import check_count
 
 #: The level of the one-sided prediction bound that the controls set.
 LEVEL = 0.99
+#: How many standard errors of a rank correlation between unrelated quantities the
+#: initial embeddings' statistics may reach (:func:`check_initial`).
+INITIAL_LIMIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ def control_design(
         "seeds": listed(seeds),
         "shuffled_seeds": listed(shuffled_seeds),
         "t_factor": float(student_t.ppf(LEVEL, n_shuffled - 1)),
+        "initial_limit": INITIAL_LIMIT,
     }
 
 
@@ -403,7 +407,7 @@ def check_initial(
     result: str | None = None,
 ) -> float:
     """Control: the largest ``|rho| sqrt(n / 2)`` of the initial embeddings is at
-    most 5."""
+    most :data:`INITIAL_LIMIT`."""
     z = max(
         float(np.abs(tr.values("initial", stat)).max())
         * float(np.sqrt(tr.n_tokens["heldout"] / 2))
@@ -411,7 +415,7 @@ def check_initial(
         for stat in tr.thresholds
     )
     return check(
-        name, z, 5.0, "<=", claim=claim, result=result, role="control", what=what
+        name, z, INITIAL_LIMIT, "<=", claim=claim, result=result, role="control", what=what
     )
 
 

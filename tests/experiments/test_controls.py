@@ -226,7 +226,7 @@ def test_u_comparison():
 
 def test_book_checks_of_a_trend(make_trend):
     from attnbook.book import records
-    from attnbook.book.controls import check_initial, trend_checks
+    from attnbook.book.controls import check_initial, control_design, trend_checks
 
     trend = make_trend()
     records.start_record("controls_test")
@@ -235,6 +235,9 @@ def test_book_checks_of_a_trend(make_trend):
     assert low == trend.values("labels", "heldout").min()
     assert records.GLUED["t_threshold"] == trend.thresholds["heldout"]
     assert check_initial("t0", {"a": trend}, claim="C7a", what="test") <= 5
+    # the limit it applies is the one control_design quotes
+    limit = control_design((1,), (2, 3))["initial_limit"]
+    assert records.CHECKS[-1].threshold == limit
     weak = dataclasses.replace(
         trend, thresholds={"heldout": 2.0, "heldout_partial": 2.0}
     )
