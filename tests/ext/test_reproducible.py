@@ -310,6 +310,7 @@ def _fake_app(tmp_path, notebooks: dict[str, str], mode="force"):
     )
     return SimpleNamespace(
         outdir=str(tmp_path / "_build" / "html"),
+        doctreedir=str(tmp_path / "_build" / ".doctrees"),
         srcdir=str(src),
         env=env,
         config=SimpleNamespace(nb_execution_mode=mode, nb_execution_cache_path=""),
