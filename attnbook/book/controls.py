@@ -415,7 +415,14 @@ def check_initial(
         for stat in tr.thresholds
     )
     return check(
-        name, z, INITIAL_LIMIT, "<=", claim=claim, result=result, role="control", what=what
+        name,
+        z,
+        INITIAL_LIMIT,
+        "<=",
+        claim=claim,
+        result=result,
+        role="control",
+        what=what,
     )
 
 
