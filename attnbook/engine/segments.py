@@ -41,7 +41,7 @@ def row_shift(
         m = m.scatter_reduce_(
             0, rows, scores.detach(), reduce="amax", include_self=True
         )
-    return m, torch.exp(scores - m[rows])
+    return m, torch.exp(scores - m.index_select(0, rows))
 
 
 def segment_sums(values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

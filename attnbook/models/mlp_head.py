@@ -105,7 +105,7 @@ def _transpose_times(
     their order (off the CPU by :func:`csr_rows_times`; on it a few columns at a time,
     which gives the same bits as one product)."""
     V, n = index.counts.vocab_size, index.counts.n_sequences
-    wt = w[index.perm]
+    wt = w.index_select(0, index.perm)
     if X.device.type != "cpu":
         return csr_rows_times(index.t_crow, index.t_col, wt, X)
     St = _csr(index.t_crow, index.t_col, wt, (V, n))
@@ -129,9 +129,12 @@ class _PooledEmbedding(torch.autograd.Function):
     def forward(ctx, E, scores, index):  # type: ignore[override]
         c = index.counts
         rows, n = index.rows, c.n_sequences
-        w = c.counts.to(E.dtype) * row_shift(scores[c.token_ids], rows, n)[1]
+        w = (
+            c.float_counts(E.dtype)
+            * row_shift(scores.index_select(0, c.token_ids), rows, n)[1]
+        )
         den = torch.zeros(n, dtype=E.dtype, device=E.device).index_add_(0, rows, w)
-        w = w / den[rows]
+        w = w / den.index_select(0, rows)
         if E.device.type != "cpu":  # every row summed in a fixed order
             z = csr_rows_times(c.indptr, c.token_ids, w, E)
         else:
