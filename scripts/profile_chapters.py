@@ -148,6 +148,7 @@ def profile(chapter: str, out: Path) -> dict:
     os.environ.pop("ATTNBOOK_RECORD_DIR", None)
     os.environ.setdefault("MPLBACKEND", "Agg")
     os.chdir(ROOT / "chapters")
+    sys.path.insert(0, str(ROOT / "chapters"))  # a section's own module, beside it
     shell = InteractiveShell.instance()
     profiler = cProfile.Profile()
     cells = []
