@@ -333,7 +333,8 @@ def redrawn_margin(
 
 #: The words of the control that the initial embeddings are at chance.
 INITIAL_WHAT = (
-    "largest |ρ| of the initial embeddings in standard errors √(2/n) (at most 5)"
+    "largest |ρ| of the initial embeddings in standard errors √(2/n) "
+    f"(at most {INITIAL_LIMIT:g})"
 )
 
 _KINDS = {
