@@ -1,7 +1,9 @@
 """The least time the chapters' training can take on this machine: each chapter's code
 cells run (as ``scripts/profile_chapters.py`` runs them, without records) while every
-optimizer step is counted with the bytes it must move at the very least, its trained
-tensors and, for Adam, their two moments, each read once and written once. The
+optimizer update is counted with the bytes it must move at the very least, its trained
+tensors and, for Adam, their two moments, each read once and written once (the fused
+step's sweep over ``E`` and the torch step of ``p`` and ``v`` after it count as two
+updates). The
 gradient, the data and everything else are left out, so the floor is below what any
 implementation can reach. Its time is those bytes at the bandwidth of a large array
 copy, measured in the same process.
@@ -9,7 +11,7 @@ copy, measured in the same process.
     python scripts/training_floor.py 04a_paper_protocol 05b_mlp_head
     python scripts/training_floor.py --all --out _build/floor
 
-For each chapter it prints one line and writes ``<out>/<chapter>.json``: the steps of
+For each chapter it prints one line and writes ``<out>/<chapter>.json``: the updates of
 each kind, the bytes, the floor in seconds and the chapter's wall time in this run.
 """
 
@@ -41,7 +43,7 @@ def count_steps(ledger: Counter) -> Callable[[], None]:
     from attnbook.engine import fused
 
     def add(kind: str, tensors) -> None:
-        ledger[f"{kind} steps"] += 1
+        ledger[f"{kind} updates"] += 1
         ledger["bytes"] += sum(
             2 * COPIES[kind] * t.numel() * t.element_size() for t in tensors
         )

@@ -20,13 +20,13 @@ def test_each_step_counts_its_tensors_and_moments():
     opt = torch.optim.Adam([E], lr=0.1)
     E.grad = torch.ones(5, 3)
     opt.step()
-    assert ledger == Counter({"adam steps": 1, "bytes": 2 * 3 * 15 * 4})
+    assert ledger == Counter({"adam updates": 1, "bytes": 2 * 3 * 15 * 4})
     sgd = torch.optim.SGD([E], lr=0.1)
     sgd.step()
-    assert ledger["gd steps"] == 1 and ledger["bytes"] == 2 * 3 * 60 + 2 * 60
+    assert ledger["gd updates"] == 1 and ledger["bytes"] == 2 * 3 * 60 + 2 * 60
     G, P = torch.ones(5, 2), torch.ones(2, 3)
     fused.fused_step(E.detach(), G, P, lr=0.1, moments=fused.AdamMoments.zeros_like(E))
-    assert ledger["adam steps"] == 2 and ledger["bytes"] == 2 * 3 * 60 * 2 + 2 * 60
+    assert ledger["adam updates"] == 2 and ledger["bytes"] == 2 * 3 * 60 * 2 + 2 * 60
     stop()
     opt.step()
-    assert ledger["adam steps"] == 2
+    assert ledger["adam updates"] == 2
