@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import random
+import sys
 
 import numpy as np
 import torch
@@ -22,8 +23,20 @@ def seed_everything(seed: int) -> np.random.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
+    _require_deterministic_kernels()
     return np.random.default_rng(seed)
+
+
+def _require_deterministic_kernels() -> None:
+    """``torch.use_deterministic_algorithms(True)``, without importing TorchInductor
+    (two seconds) to set its flag where it is not loaded yet: it then reads the flag
+    from ``TORCHINDUCTOR_DETERMINISTIC`` when it is."""
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if set_flag is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True)
+        return
+    os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
+    set_flag(True, warn_only=False)
 
 
 def default_device() -> torch.device:

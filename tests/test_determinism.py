@@ -36,3 +36,27 @@ def _digest(hash_seed: str) -> str:
 
 def test_chapter_computations_give_the_same_bits_twice():
     assert _digest("0") == _digest("1")
+
+
+def test_seeding_requires_deterministic_kernels_everywhere():
+    """seed_everything sets torch's flag without importing TorchInductor, whose flag
+    follows when it is imported later; where it is already loaded, it is set there."""
+    script = (
+        "import sys, torch\n"
+        "from attnbook.runtime import seed_everything\n"
+        "seed_everything(0)\n"
+        "lazy = 'torch._inductor.config' not in sys.modules\n"
+        "import torch._inductor.config as inductor\n"
+        "on = torch.are_deterministic_algorithms_enabled()\n"
+        "print(on, lazy, inductor.deterministic)\n"
+        "torch.use_deterministic_algorithms(False)\n"
+        "inductor.deterministic = False\n"
+        "seed_everything(1)\n"
+        "print(torch.are_deterministic_algorithms_enabled(), inductor.deterministic)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["True", "True", "True", "True", "True"]
