@@ -28,16 +28,7 @@ and :mod:`attnbook.book.records`); nothing in
 
 from __future__ import annotations
 
-import sys
 from typing import Any
-
-# nbformat imports jsonschema, which imports ``rfc3987_syntax`` when it is installed
-# (the lock has it, for jupyter-events): that module compiles an Earley grammar for
-# IRIs at import, 2.5 s of CPU in every process that reads a notebook, a chapter's
-# runner among them. A notebook's validation checks no string format, so the build's
-# processes go without it; where nbformat was imported before (a Sphinx build), this
-# changes nothing.
-sys.modules.setdefault("rfc3987_syntax", None)
 
 
 def setup(app: Any) -> dict:

@@ -194,7 +194,8 @@ def test_execute_book_reuses_what_did_not_change(tmp_path, monkeypatch, capsys):
 def test_a_chapters_process_starts_light():
     """The process that runs each chapter (``python -m _ext.chapter_run``) imports
     neither torch (it needs of the records only :mod:`attnbook.book.record_paths`) nor
-    jsonschema's IRI grammar (compiled at import): about 5 s of CPU a chapter."""
+    the IRI grammar that jsonschema 4.24 and later compile at import (the lock holds it
+    below): about 5 s of CPU a chapter."""
     heavy = ("torch", "rfc3987_syntax", "lark")
     done = subprocess.run(
         [
