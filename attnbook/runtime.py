@@ -28,15 +28,15 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 
 def _require_deterministic_kernels() -> None:
-    """``torch.use_deterministic_algorithms(True)``, without importing TorchInductor
-    (two seconds) to set its flag where it is not loaded yet: it then reads the flag
-    from ``TORCHINDUCTOR_DETERMINISTIC`` when it is."""
-    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if set_flag is None or "torch._inductor.config" in sys.modules:
+    """``torch.use_deterministic_algorithms(True)``, which imports TorchInductor (two
+    seconds) to set its flag too: where Inductor is not loaded yet, its public twin
+    ``torch.set_deterministic_debug_mode("error")`` sets torch's flag, and Inductor
+    reads its own from ``TORCHINDUCTOR_DETERMINISTIC`` when it is imported."""
+    if "torch._inductor.config" in sys.modules:
         torch.use_deterministic_algorithms(True)
         return
     os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
-    set_flag(True, warn_only=False)
+    torch.set_deterministic_debug_mode("error")
 
 
 def default_device() -> torch.device:
