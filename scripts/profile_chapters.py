@@ -16,6 +16,7 @@ one: the shares overlap), and the function with the largest own time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import os
@@ -140,9 +141,10 @@ def chapter_names() -> list[str]:
     return sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
 
 
-def profile(chapter: str, out: Path) -> dict:
-    """Run the code cells of ``chapters/<chapter>.ipynb`` under cProfile (in this
-    process); write and return the summary."""
+def run_cells(chapter: str, around=contextlib.nullcontext) -> list[float]:
+    """Run the code cells of ``chapters/<chapter>.ipynb`` in this process, in an IPython
+    shell (magics and displays as in a kernel), without records, each inside
+    ``around()``; the seconds each took. A cell that raises stops the process."""
     from IPython.core.interactiveshell import InteractiveShell
 
     os.environ.pop("ATTNBOOK_RECORD_DIR", None)
@@ -150,17 +152,23 @@ def profile(chapter: str, out: Path) -> dict:
     os.chdir(ROOT / "chapters")
     sys.path.insert(0, str(ROOT / "chapters"))  # a section's own module, beside it
     shell = InteractiveShell.instance()
-    profiler = cProfile.Profile()
     cells = []
-    t0 = time.perf_counter()
     for i, source in enumerate(_code_cells(ROOT / "chapters" / f"{chapter}.ipynb")):
         t = time.perf_counter()
-        profiler.enable()
-        result = shell.run_cell(source, silent=True)
-        profiler.disable()
+        with around():
+            result = shell.run_cell(source, silent=True)
         cells.append(round(time.perf_counter() - t, 2))
         if not result.success:
             raise SystemExit(f"{chapter}: code cell {i} raised {result.error_in_exec}")
+    return cells
+
+
+def profile(chapter: str, out: Path) -> dict:
+    """Run the code cells of ``chapters/<chapter>.ipynb`` under cProfile (in this
+    process); write and return the summary."""
+    profiler = cProfile.Profile()
+    t0 = time.perf_counter()
+    cells = run_cells(chapter, around=lambda: profiler)  # enabled within each cell
     wall = time.perf_counter() - t0
     out.mkdir(parents=True, exist_ok=True)
     profiler.dump_stats(out / f"{chapter}.prof")

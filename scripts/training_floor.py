@@ -3,10 +3,9 @@ cells run (as ``scripts/profile_chapters.py`` runs them, without records) while 
 optimizer update is counted with the bytes it must move at the very least, its trained
 tensors and, for Adam, their two moments, each read once and written once (the fused
 step's sweep over ``E`` and the torch step of ``p`` and ``v`` after it count as two
-updates). The
-gradient, the data and everything else are left out, so the floor is below what any
-implementation can reach. Its time is those bytes at the bandwidth of a large array
-copy, measured in the same process.
+updates). The gradient, the data and everything else are left out, so the floor is
+below what any implementation can reach. Its time is those bytes at the bandwidth of a
+large array copy, measured in the same process.
 
     python scripts/training_floor.py 04a_paper_protocol 05b_mlp_head
     python scripts/training_floor.py --all --out _build/floor
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -70,25 +68,16 @@ def count_steps(ledger: Counter) -> Callable[[], None]:
 
 
 def floor(chapter: str, out: Path) -> dict:
-    """Run ``chapters/<chapter>.ipynb``'s code cells with the steps counted; write and
+    """Run ``chapters/<chapter>.ipynb``'s code cells with the updates counted; write and
     return the summary."""
-    from IPython.core.interactiveshell import InteractiveShell
-    from profile_chapters import _code_cells
+    from profile_chapters import run_cells
 
     from benchmarks.timing import copy_bandwidth
 
-    os.environ.pop("ATTNBOOK_RECORD_DIR", None)
-    os.environ.setdefault("MPLBACKEND", "Agg")
     ledger: Counter = Counter()
     count_steps(ledger)
-    os.chdir(ROOT / "chapters")
-    sys.path.insert(0, str(ROOT / "chapters"))  # a section's own module, beside it
-    shell = InteractiveShell.instance()
     t0 = time.perf_counter()
-    for i, source in enumerate(_code_cells(ROOT / "chapters" / f"{chapter}.ipynb")):
-        result = shell.run_cell(source, silent=True)
-        if not result.success:
-            raise SystemExit(f"{chapter}: code cell {i} raised {result.error_in_exec}")
+    run_cells(chapter)
     wall = time.perf_counter() - t0
     bandwidth = copy_bandwidth(repeats=20)
     summary = {
@@ -115,7 +104,9 @@ def main() -> None:
         return
     names = args.chapters
     if args.all:
-        names = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
+        from profile_chapters import chapter_names
+
+        names = chapter_names()
     for name in names:  # one process each: the hooks and imports of one stay there
         command = [sys.executable, __file__, "--one", name, "--out", str(args.out)]
         subprocess.run(command, check=True, cwd=ROOT)
